@@ -1,0 +1,1 @@
+"""PyTorch implementations: batched, device-agnostic, dtype-preserving, autograd-friendly."""

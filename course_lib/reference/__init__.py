@@ -1,0 +1,1 @@
+"""NumPy references: each function reads like the equation it implements (float64)."""

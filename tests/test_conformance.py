@@ -1,0 +1,97 @@
+"""The conformance suite: every registered NumPy reference agrees with its PyTorch twin.
+
+Specs live in ``course_lib/conformance/<topic>.py``; nothing here changes when a chapter adds
+functions.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import pkgutil
+
+import pytest
+import torch
+from hypothesis import HealthCheck, given, settings
+
+import course_lib.reference
+from course_lib.conformance import TORCH_DTYPES, assert_agree, load_all, prepare
+from course_lib.device import get_device
+
+SPECS = load_all()
+DEVICE = get_device()
+CASES = [(s, d) for s in SPECS for d in s.dtypes]
+SETTINGS = settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow],
+    derandomize=True,
+)
+
+
+def _supported(dtype: str) -> bool:
+    return not (DEVICE.type == "mps" and dtype == "float64")
+
+
+@pytest.mark.parametrize(("spec", "dtype"), CASES, ids=[f"{s.key}-{d}" for s, d in CASES])
+def test_reference_and_pytorch_agree(spec, dtype):
+    if not _supported(dtype):
+        pytest.skip(f"{DEVICE.type} has no {dtype}")
+    ref_fn, acc_fn = spec.functions()
+    rtol, atol = spec.tol(dtype)
+
+    @SETTINGS
+    @given(case=spec.inputs)
+    def check(case):
+        t_args, t_kwargs, r_args, r_kwargs = prepare(spec, case, dtype, DEVICE)
+        expected = ref_fn(*r_args, **r_kwargs)
+        got = acc_fn(*t_args, **t_kwargs)
+        for out in got if isinstance(got, tuple) else (got,):
+            if isinstance(out, torch.Tensor) and out.is_floating_point():
+                assert out.dtype == TORCH_DTYPES[dtype], f"{spec.key} changed the dtype to {out.dtype}"
+                assert out.device.type == DEVICE.type, f"{spec.key} moved the result to {out.device}"
+        assert_agree(expected, got, rtol, atol, f"{spec.key} [{dtype}]")
+
+    check()
+
+
+@pytest.mark.parametrize("spec", [s for s in SPECS if s.gradcheck], ids=lambda s: s.key)
+def test_pytorch_gradients(spec):
+    _, acc_fn = spec.functions()
+
+    @settings(max_examples=3, deadline=None, derandomize=True)
+    @given(case=spec.inputs)
+    def check(case):
+        t_args, t_kwargs, _, _ = prepare(spec, case, "float64", torch.device("cpu"), True)
+        inputs = [a for a in t_args if isinstance(a, torch.Tensor) and a.requires_grad]
+
+        def f(*xs):
+            it = iter(xs)
+            args = [next(it) if isinstance(a, torch.Tensor) and a.requires_grad else a for a in t_args]
+            return acc_fn(*args, **t_kwargs)
+
+        assert torch.autograd.gradcheck(f, tuple(inputs), eps=1e-6, atol=1e-5)
+
+    check()
+
+
+def _reference_modules():
+    for info in pkgutil.iter_modules(course_lib.reference.__path__):
+        if not info.name.startswith("_"):
+            yield info.name, importlib.import_module(f"course_lib.reference.{info.name}")
+
+
+@pytest.mark.parametrize(("topic", "module"), list(_reference_modules()), ids=lambda x: str(x))
+def test_every_public_function_is_mirrored_and_registered(topic, module):
+    registered = {s.name for s in SPECS if s.topic == topic}
+    acc = importlib.import_module(f"course_lib.accelerated.{topic}")
+    assert sorted(module.__all__) == sorted(acc.__all__), "the two sides export different names"
+    for name in module.__all__:
+        ref_sig = inspect.signature(getattr(module, name))
+        acc_sig = inspect.signature(getattr(acc, name))
+        assert list(ref_sig.parameters) == list(acc_sig.parameters), f"{name}: signatures differ"
+        for p in ref_sig.parameters.values():
+            assert p.default == acc_sig.parameters[p.name].default, f"{name}: default of {p.name}"
+        assert name in registered, f"{topic}.{name} has no conformance spec"
+
+
+def test_registry_is_not_empty():
+    assert len(SPECS) >= 5

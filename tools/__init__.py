@@ -1,0 +1,1 @@
+"""Maintenance scripts of the course (executing notebooks, building the website)."""

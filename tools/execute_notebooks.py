@@ -1,0 +1,71 @@
+"""Execute ``notebooks/*.py`` (jupytext py:percent sources) into ``notebooks/*.ipynb`` with outputs.
+
+    python -m tools.execute_notebooks                 # every chapter
+    python -m tools.execute_notebooks 01_matmul       # one chapter (name or path)
+
+Widget state is stored in the notebook so that the website shows widgets without a kernel.
+Prints each notebook's run time (the budget is 60 s on 2 CPU cores).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+import jupytext
+import nbformat
+from nbclient import NotebookClient
+
+ROOT = Path(__file__).resolve().parent.parent
+NOTEBOOKS = ROOT / "notebooks"
+KERNELSPEC = {"display_name": "Python 3", "language": "python", "name": "python3"}
+
+
+def sources(names: list[str]) -> list[Path]:
+    if not names:
+        return sorted(NOTEBOOKS.glob("[0-9][0-9]_*.py"))
+    out = []
+    for name in names:
+        stem = Path(name).name.removesuffix(".py").removesuffix(".ipynb")
+        path = NOTEBOOKS / f"{stem}.py"
+        if not path.exists():
+            sys.exit(f"error: no notebook source {path.relative_to(ROOT)}")
+        out.append(path)
+    return out
+
+
+def execute(src: Path, timeout: int = 600) -> float:
+    nb = jupytext.read(src)
+    nb.metadata["kernelspec"] = KERNELSPEC
+    nb.metadata.setdefault("jupytext", {})["formats"] = "ipynb,py:percent"
+    nb.metadata["language_info"] = {"name": "python"}
+    os.environ.setdefault("PYTHONHASHSEED", "0")
+    client = NotebookClient(
+        nb, timeout=timeout, kernel_name="python3", store_widget_state=True,
+        resources={"metadata": {"path": str(NOTEBOOKS)}},
+    )
+    start = time.perf_counter()
+    client.execute()
+    elapsed = time.perf_counter() - start
+    nb.metadata.pop("widgets", None) if not nb.metadata.get("widgets") else None
+    out = src.with_suffix(".ipynb")
+    nbformat.write(nb, out)
+    return elapsed
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("names", nargs="*", help="chapter names such as 01_matmul (default: all)")
+    args = parser.parse_args(argv)
+    for src in sources(args.names):
+        seconds = execute(src)
+        flag = "" if seconds < 60 else "  <-- over the 60 s budget"
+        print(f"{src.with_suffix('.ipynb').relative_to(ROOT)}: executed in {seconds:.1f} s{flag}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
