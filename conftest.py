@@ -5,4 +5,4 @@ import matplotlib
 matplotlib.use("Agg")
 
 # notebook sources are jupytext files, not modules; the website and benchmarks have their own tests
-collect_ignore_glob = ["notebooks/*.py", "book/*", "benchmarks/*", "tools/*", ".venv/*"]
+collect_ignore_glob = ["notebooks/*.py", "book/*", ".venv/*"]

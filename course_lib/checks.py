@@ -134,7 +134,9 @@ def same_device_and_dtype(**tensors: torch.Tensor) -> None:
     (n0, t0) = items[0]
     for n, t in items[1:]:
         if t.device != t0.device:
-            raise ValueError(f"{n0} and {n} must be on the same device, got {t0.device} and {t.device}")
+            raise ValueError(
+                f"{n0} and {n} must be on the same device, got {t0.device} and {t.device}"
+            )
         if t.dtype != t0.dtype:
             raise TypeError(f"{n0} and {n} must have the same dtype, got {t0.dtype} and {t.dtype}")
 

@@ -131,3 +131,106 @@ def estimate_peak(cpuinfo: str | None = None, cores: int | None = None) -> PeakE
         cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     simd, per_cycle = _simd_flops_per_cycle(flags)
     return PeakEstimate(cores=int(cores or 1), ghz=ghz, flops_per_cycle=per_cycle, simd=simd)
+
+
+# ------------------------------------------------------------------ measuring GFLOP/s
+#: An implementation to time: given n, build the inputs and return a call doing one n^3 product.
+Setup = Callable[[int], Callable[[], object]]
+
+
+def _sync(device: str) -> Callable[[], None]:
+    import torch
+
+    if device.startswith("cuda"):
+        return torch.cuda.synchronize
+    if device == "mps":
+        return torch.mps.synchronize
+    return lambda: None
+
+
+def matmul_setups(
+    devices: Sequence[str] = ("cpu",), with_slow: bool = True
+) -> dict[str, tuple[Setup, int]]:
+    """The implementations Chapter 1 compares, each with the largest n worth timing.
+
+    Keys name the implementation; values are ``(setup, max_n)``. Slow Python-level views are
+    capped at small n so that a sweep stays quick.
+    """
+    import numpy as np
+    import torch
+
+    from course_lib.reference import matmul as ref
+
+    def numpy_setup(dtype: type) -> Setup:
+        def setup(n: int) -> Callable[[], object]:
+            rng = np.random.default_rng(n)
+            X, Y = rng.standard_normal((2, n, n)).astype(dtype)
+            return lambda: X @ Y
+
+        return setup
+
+    def torch_setup(dtype: torch.dtype, device: str) -> Setup:
+        sync = _sync(device)
+
+        def setup(n: int) -> Callable[[], object]:
+            gen = torch.Generator().manual_seed(n)
+            X, Y = torch.randn(2, n, n, generator=gen, dtype=dtype).to(device)
+
+            def run() -> object:
+                out = X @ Y
+                sync()
+                return out
+
+            return run
+
+        return setup
+
+    def list_setup(n: int) -> Callable[[], object]:
+        rng = np.random.default_rng(n)
+        X, Y = rng.standard_normal((2, n, n)).tolist()
+        return lambda: naive_matmul(X, Y)
+
+    def view_setup(fn: Callable) -> Setup:
+        def setup(n: int) -> Callable[[], object]:
+            X, Y = np.random.default_rng(n).standard_normal((2, n, n))
+            return lambda: fn(X, Y)
+
+        return setup
+
+    setups: dict[str, tuple[Setup, int]] = {}
+    if with_slow:
+        setups["pure Python triple loop"] = (list_setup, 128)
+        setups["NumPy row view (eq. 3)"] = (view_setup(ref.matmul_rows), 256)
+        setups["NumPy outer-product view"] = (view_setup(ref.matmul_outer), 256)
+    setups["np.matmul float64"] = (numpy_setup(np.float64), 2048)
+    setups["np.matmul float32"] = (numpy_setup(np.float32), 2048)
+    for device in devices:
+        big = 8192 if device != "cpu" else 2048
+        setups[f"torch.matmul float64 ({device})"] = (torch_setup(torch.float64, device), big)
+        setups[f"torch.matmul float32 ({device})"] = (torch_setup(torch.float32, device), big)
+    return setups
+
+
+def gflops_sweep(
+    setups: dict[str, tuple[Setup, int]],
+    sizes: Sequence[int],
+    *,
+    repeats: int = 3,
+    min_time: float = 0.02,
+) -> list[dict[str, float | int | str]]:
+    """Time each implementation on n x n by n x n products; one record per (name, n)."""
+    records: list[dict[str, float | int | str]] = []
+    for name, (setup, max_n) in setups.items():
+        for n in sizes:
+            if n > max_n:
+                continue
+            seconds = best_time(setup(n), repeats=repeats, min_time=min_time)
+            records.append(
+                {
+                    "implementation": name,
+                    "n": n,
+                    "seconds": seconds,
+                    "gflops": matmul_flops(n, n, n) / seconds / 1e9,
+                }
+            )
+    return records

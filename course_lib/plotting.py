@@ -12,7 +12,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 #: Colour cycle (colour-blind safe, Okabe & Ito 2008) shared by all chapters.
-PALETTE = ("#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#F0E442", "#000000")
+PALETTE = ("#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#000000", "#F0E442")
 
 STYLE = {
     "figure.figsize": (6.4, 4.0),
@@ -98,8 +98,15 @@ def heatmap(
     if annotate:
         mid = (np.nanmax(m) + np.nanmin(m)) / 2
         for (i, j), v in np.ndenumerate(m):
-            ax.text(j, i, fmt.format(v), ha="center", va="center", fontsize=8,
-                    color="white" if v < mid else "black")
+            ax.text(
+                j,
+                i,
+                fmt.format(v),
+                ha="center",
+                va="center",
+                fontsize=8,
+                color="white" if v < mid else "black",
+            )
     if colorbar:
         ax.figure.colorbar(im, ax=ax, fraction=0.046, pad=0.04)
     return im

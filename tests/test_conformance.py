@@ -22,7 +22,9 @@ SPECS = load_all()
 DEVICE = get_device()
 CASES = [(s, d) for s in SPECS for d in s.dtypes]
 SETTINGS = settings(
-    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow],
+    max_examples=25,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
     derandomize=True,
 )
 
@@ -46,8 +48,12 @@ def test_reference_and_pytorch_agree(spec, dtype):
         got = acc_fn(*t_args, **t_kwargs)
         for out in got if isinstance(got, tuple) else (got,):
             if isinstance(out, torch.Tensor) and out.is_floating_point():
-                assert out.dtype == TORCH_DTYPES[dtype], f"{spec.key} changed the dtype to {out.dtype}"
-                assert out.device.type == DEVICE.type, f"{spec.key} moved the result to {out.device}"
+                assert out.dtype == TORCH_DTYPES[dtype], (
+                    f"{spec.key} changed the dtype to {out.dtype}"
+                )
+                assert out.device.type == DEVICE.type, (
+                    f"{spec.key} moved the result to {out.device}"
+                )
         assert_agree(expected, got, rtol, atol, f"{spec.key} [{dtype}]")
 
     check()
@@ -65,7 +71,9 @@ def test_pytorch_gradients(spec):
 
         def f(*xs):
             it = iter(xs)
-            args = [next(it) if isinstance(a, torch.Tensor) and a.requires_grad else a for a in t_args]
+            args = [
+                next(it) if isinstance(a, torch.Tensor) and a.requires_grad else a for a in t_args
+            ]
             return acc_fn(*args, **t_kwargs)
 
         assert torch.autograd.gradcheck(f, tuple(inputs), eps=1e-6, atol=1e-5)

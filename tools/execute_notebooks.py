@@ -44,7 +44,10 @@ def execute(src: Path, timeout: int = 600) -> float:
     nb.metadata["language_info"] = {"name": "python"}
     os.environ.setdefault("PYTHONHASHSEED", "0")
     client = NotebookClient(
-        nb, timeout=timeout, kernel_name="python3", store_widget_state=True,
+        nb,
+        timeout=timeout,
+        kernel_name="python3",
+        store_widget_state=True,
         resources={"metadata": {"path": str(NOTEBOOKS)}},
     )
     start = time.perf_counter()

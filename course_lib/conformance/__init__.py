@@ -175,8 +175,12 @@ def assert_agree(ref_out: Any, acc_out: Any, rtol: float, atol: float, what: str
         f"{what}: shapes differ, reference {ref_np.shape} vs PyTorch {acc_np.shape}"
     )
     np.testing.assert_allclose(
-        acc_np.astype(np.float64), ref_np.astype(np.float64), rtol=rtol, atol=atol,
-        equal_nan=True, err_msg=what,
+        acc_np.astype(np.float64),
+        ref_np.astype(np.float64),
+        rtol=rtol,
+        atol=atol,
+        equal_nan=True,
+        err_msg=what,
     )
 
 

@@ -54,7 +54,9 @@ def to_array(x: Any) -> np.ndarray | None:
     return arr.astype(np.float64)
 
 
-def diagnose(got: Any, expected: np.ndarray, *, rtol: float = 1e-6, atol: float = 1e-8) -> str | None:
+def diagnose(
+    got: Any, expected: np.ndarray, *, rtol: float = 1e-6, atol: float = 1e-8
+) -> str | None:
     """Compare an output with the expected array; return None if it matches, else what is off.
 
     >>> print(diagnose(np.ones((3, 2)), np.ones((2, 3))))
@@ -75,14 +77,18 @@ def diagnose(got: Any, expected: np.ndarray, *, rtol: float = 1e-6, atol: float 
         if arr.ndim >= 2 and arr.shape == expected.swapaxes(-1, -2).shape:
             msg += ": it looks transposed"
         elif arr.size == expected.size:
-            msg += ": the right number of values, arranged wrongly (a reshape instead of a transpose?)"
+            msg += (
+                ": the right number of values, arranged wrongly (a reshape instead of a transpose?)"
+            )
         return msg
     if not np.all(np.isfinite(arr)) and np.all(np.isfinite(expected)):
         return "the result contains NaN or inf where every expected value is finite"
     if np.allclose(arr, expected, rtol=rtol, atol=atol):
         return None
-    if arr.ndim >= 2 and arr.shape[-1] == arr.shape[-2] and np.allclose(
-        arr, expected.swapaxes(-1, -2), rtol=rtol, atol=atol
+    if (
+        arr.ndim >= 2
+        and arr.shape[-1] == arr.shape[-2]
+        and np.allclose(arr, expected.swapaxes(-1, -2), rtol=rtol, atol=atol)
     ):
         return "the result is the transpose of the expected one"
     flat_e, flat_a = expected.ravel(), arr.ravel()

@@ -24,13 +24,19 @@ def outer_product_sum(fn: Callable, *, require: bool = False) -> Outcome:
     """Exercise 1.1: ``fn(X, Y)`` returns XY computed as a sum of outer products."""
     rng = _rng()
     cases = [
-        ("the 2 x 2 example of the chapter", (np.array([[1.0, 2.0], [3.0, 4.0]]),
-                                             np.array([[5.0, 6.0], [7.0, 8.0]]))),
+        (
+            "the 2 x 2 example of the chapter",
+            (np.array([[1.0, 2.0], [3.0, 4.0]]), np.array([[5.0, 6.0], [7.0, 8.0]])),
+        ),
         ("a (3, 4) X and a (4, 2) Y", (rng.standard_normal((3, 4)), rng.standard_normal((4, 2)))),
-        ("an inner dimension of 1 (a single outer product)",
-         (rng.standard_normal((3, 1)), rng.standard_normal((1, 5)))),
-        ("a (1, 6) row times a (6, 1) column", (rng.standard_normal((1, 6)),
-                                                rng.standard_normal((6, 1)))),
+        (
+            "an inner dimension of 1 (a single outer product)",
+            (rng.standard_normal((3, 1)), rng.standard_normal((1, 5))),
+        ),
+        (
+            "a (1, 6) row times a (6, 1) column",
+            (rng.standard_normal((1, 6)), rng.standard_normal((6, 1))),
+        ),
     ]
     return check_cases(
         "the product as a sum of outer products",
@@ -43,8 +49,12 @@ def outer_product_sum(fn: Callable, *, require: bool = False) -> Outcome:
 def batched_product(fn: Callable, *, require: bool = False) -> Outcome:
     """Exercise 1.2: ``fn(A, B)`` multiplies a stack A (b, n, m) by a stack B (b, m, k)."""
     rng = _rng()
-    shapes = [((2, 3, 4), (2, 4, 5)), ((1, 2, 2), (1, 2, 2)), ((4, 1, 3), (4, 3, 1)),
-              ((3, 5, 2), (3, 2, 5))]
+    shapes = [
+        ((2, 3, 4), (2, 4, 5)),
+        ((1, 2, 2), (1, 2, 2)),
+        ((4, 1, 3), (4, 3, 1)),
+        ((3, 5, 2), (3, 2, 5)),
+    ]
     cases = []
     for sa, sb in shapes:
         A, B = rng.standard_normal(sa), rng.standard_normal(sb)

@@ -1,0 +1,39 @@
+"""Achieved GFLOP/s of n x n matrix products, from a pure-Python loop to BLAS (Chapter 1)."""
+
+from __future__ import annotations
+
+import torch
+
+from course_lib.matmul_cost import estimate_peak, gflops_sweep, matmul_setups
+
+TITLE = "Matrix multiplication: achieved GFLOP/s (2 n^3 FLOPs per n x n product)"
+
+
+def devices() -> list[str]:
+    found = ["cpu"]
+    if torch.cuda.is_available():
+        found.append("cuda")
+    if torch.backends.mps.is_available():
+        found.append("mps")
+    return found
+
+
+def run(quick: bool = False) -> list[dict]:
+    sizes = [16, 64, 256] if quick else [16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192]
+    rows = gflops_sweep(matmul_setups(devices()), sizes, repeats=2 if quick else 3)
+    for r in rows:
+        r["seconds"] = float(f"{r['seconds']:.3e}")
+    return rows
+
+
+def summary(rows: list[dict]) -> str:
+    peak = estimate_peak()
+    best = max(
+        (r for r in rows if "cpu" in str(r["implementation"]) or "np." in str(r["implementation"])),
+        key=lambda r: r["gflops"],
+    )
+    return (
+        f"estimated CPU peak: {peak.explain('float32')}; {peak.explain('float64')}\n"
+        f"best CPU figure: {best['gflops']:.1f} GFLOP/s ({best['implementation']}, n={best['n']}),"
+        f" {100 * best['gflops'] / peak.gflops('float32'):.0f}% of the float32 peak"
+    )

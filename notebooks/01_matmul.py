@@ -1,0 +1,572 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 1. Matrix multiplication
+#
+# Almost every number a Transformer computes comes out of a matrix product: the projections
+# to queries, keys and values, the attention scores, the feed-forward layers, the output
+# logits. Before we build any of them, this chapter makes the product itself familiar from
+# four angles, because each angle is the natural way to read a later idea.
+#
+# **After this chapter you can**
+#
+# - compute $XY$ entry by entry, column by column, row by row and as a sum of outer products,
+#   and say which view explains which later idea (attention outputs, low-rank updates);
+# - translate between the *row-vector* convention of the notes ($XW$) and the
+#   *column-vector* convention of the slides ($W\mathbf{x}$);
+# - write batched products with broadcasting and `einsum`, with the shapes in your head;
+# - count the floating-point operations of a product and compare what your machine achieves
+#   with what it could achieve in theory.
+#
+# **Assumes**: Python and NumPy basics (arrays, slicing, `@`), and what a matrix is.
+# **Time**: about 45 minutes, plus the exercises.
+#
+# The chapter follows section 1.1 of the lecture notes {cite}`strabel2023transformers`,
+# equations (1)–(3), and then goes further.
+
+# %%
+import matplotlib.pyplot as plt
+import numpy as np
+import torch
+
+import course_lib.accelerated.matmul as fast
+import course_lib.reference.matmul as ref
+from course_lib import get_device, seed_everything
+from course_lib.exercises import matmul as check
+from course_lib.matmul_cost import estimate_peak, gflops_sweep, matmul_flops, matmul_setups
+from course_lib.plotting import heatmap, new_axes, use_style
+
+rng = seed_everything(0)
+use_style()
+np.set_printoptions(precision=3, suppress=True)
+
+# %% [markdown]
+# Two modules hold the same functions under the same names: `ref` (NumPy, written to be read
+# next to the equations) and `fast` (PyTorch, written to be batched and quick). `check` holds
+# the exercise checkers.
+#
+# ## 1.1 The definition: one entry at a time
+#
+# Take $X \in \mathbb{R}^{n \times m}$ and $Y \in \mathbb{R}^{m \times k}$. The product
+# $XY \in \mathbb{R}^{n \times k}$ is defined entry by entry
+# {cite}`strabel2023transformers` (eq. 1):
+#
+# $$(XY)_{ij} = \sum_{l=1}^{m} X_{il} Y_{lj} = X_{i\cdot}\, Y_{\cdot j}.$$
+#
+# Entry $(i, j)$ is the dot product of **row $i$ of $X$** with **column $j$ of $Y$**. The
+# shared index $l$ runs over the *inner* dimension $m$, which is why the number of columns of
+# $X$ must equal the number of rows of $Y$. We will use one small example throughout:
+
+# %%
+X = np.array([[1.0, 2.0, 0.0], [0.0, 1.0, 3.0]])  # (n, m) = (2, 3)
+Y = np.array([[1.0, 4.0], [2.0, 0.0], [1.0, 1.0]])  # (m, k) = (3, 2)
+
+XY = ref.matmul_entries(X, Y)  # (2, 2)
+print(XY)
+
+# %% [markdown]
+# Check one entry by hand: row 0 of $X$ is $(1, 2, 0)$ and column 1 of $Y$ is $(4, 0, 1)$,
+# so $(XY)_{01} = 1\cdot 4 + 2 \cdot 0 + 0 \cdot 1 = 4$. The reference implementation is a
+# double loop over $(i, j)$ with the sum over $l$ inside, exactly eq. (1); we check it against
+# NumPy's own `@`:
+
+# %%
+assert XY[0, 1] == 1 * 4 + 2 * 0 + 0 * 1 == 4
+np.testing.assert_allclose(XY, X @ Y)
+
+# %% [markdown]
+# ## 1.2 The column view: columns of $XY$ mix the columns of $X$
+#
+# Fix a column $j$ of the result and collect eq. (1) over all rows $i$ at once
+# {cite}`strabel2023transformers` (eq. 2):
+#
+# $$(XY)_{\cdot j} = \sum_{l=1}^{m} Y_{lj}\, X_{\cdot l}.$$
+#
+# Column $j$ of the product is a **linear combination of the columns of $X$**, and the
+# weights are the entries of column $j$ of $Y$. So every column of $XY$ lies in the column
+# space of $X$: multiplying on the right can never produce a direction that $X$'s columns do
+# not already span.
+
+# %%
+j = 1
+weights = Y[:, j]  # (m,) = (4, 0, 1)
+column = sum(weights[l] * X[:, l] for l in range(X.shape[1]))  # (n,)
+print("weights:", weights, " column 1 of XY:", column)
+np.testing.assert_allclose(column, XY[:, j])
+np.testing.assert_allclose(ref.matmul_columns(X, Y), X @ Y)
+
+# %% [markdown]
+# Column 1 of $XY$ is $4 \times$ (column 0 of $X$) $+\ 0 \times$ (column 1) $+\ 1 \times$
+# (column 2) $= 4\,(1, 0) + (0, 3) = (4, 3)$.
+#
+# ## 1.3 The row view: rows of $XY$ mix the rows of $Y$
+#
+# The same move with a fixed row $i$ gives {cite}`strabel2023transformers` (eq. 3):
+#
+# $$(XY)_{i\cdot} = \sum_{l=1}^{m} X_{il}\, Y_{l\cdot}.$$
+#
+# Row $i$ of the product is a **linear combination of the rows of $Y$**, weighted by row $i$
+# of $X$. This is the view to keep for attention (chapter 4): there $Y$ holds one *value*
+# vector per row, $X$ holds attention weights that sum to one per row, and each output row is
+# a weighted average of the value rows.
+
+# %%
+i = 0
+row = sum(X[i, l] * Y[l, :] for l in range(X.shape[1]))  # (k,)
+print("weights:", X[i], " row 0 of XY:", row)
+np.testing.assert_allclose(row, XY[i, :])
+np.testing.assert_allclose(ref.matmul_rows(X, Y), X @ Y)
+
+# %% [markdown]
+# Eqs. (2) and (3) are the same statement seen through a transpose: the rows of $XY$ are the
+# columns of $(XY)^\top = Y^\top X^\top$, so the row view of $XY$ is the column view of
+# $Y^\top X^\top$.
+
+# %%
+np.testing.assert_allclose(ref.matmul_rows(X, Y), ref.matmul_columns(Y.T, X.T).T)
+
+# %% [markdown]
+# ## 1.4 The outer-product view: a sum of rank-1 matrices
+#
+# The notes stop at eq. (3); a fourth reading completes the picture. Instead of fixing an
+# entry, a column or a row, fix the inner index $l$. Column $l$ of $X$ (a vector of length
+# $n$) times row $l$ of $Y$ (length $k$) is an $n \times k$ *outer product*, a matrix of rank
+# at most one, and
+#
+# $$XY = \sum_{l=1}^{m} X_{\cdot l}\, Y_{l \cdot}.$$
+#
+# Each entry of the right-hand side is $\sum_l X_{il} Y_{lj}$, which is eq. (1) again. This
+# view is the one behind **low-rank** updates: a product $BA$ with $B \in \mathbb{R}^{d
+# \times r}$ and $A \in \mathbb{R}^{r \times d}$ is a sum of only $r$ rank-1 terms, so its rank
+# is at most $r$. LoRA (chapter 13) fine-tunes a model by learning such a product with $r \ll
+# d$ {cite}`hu2021lora`.
+
+# %%
+terms = ref.outer_terms(X, Y)  # (m, n, k) = (3, 2, 2): one rank-1 matrix per l
+print("rank of each term:", [int(np.linalg.matrix_rank(t)) for t in terms])
+np.testing.assert_allclose(terms.sum(axis=0), X @ Y)
+np.testing.assert_allclose(ref.matmul_outer(X, Y), X @ Y)
+
+# %% [markdown]
+# A picture of the same sum: three rank-1 matrices add up to $XY$. In each term every row is a
+# multiple of one row of $Y$ and every column a multiple of one column of $X$. Term 0 has an
+# empty second row because $X_{10} = 0$; term 1 has an empty second column because
+# $Y_{11} = 0$.
+
+# %%
+fig, axes = plt.subplots(1, 4, figsize=(11, 2.8))
+for l, ax in enumerate(axes[:3]):
+    heatmap(
+        ax,
+        terms[l],
+        title=f"term {l}: X[:, {l}] Y[{l}, :]",
+        xlabel="column j",
+        ylabel="row i",
+        annotate=True,
+        fmt="{:.0f}",
+        colorbar=False,
+        cmap="Blues",
+    )
+heatmap(
+    axes[3],
+    XY,
+    title="sum = XY",
+    xlabel="column j",
+    ylabel="row i",
+    annotate=True,
+    fmt="{:.0f}",
+    colorbar=False,
+    cmap="Greens",
+)
+fig.suptitle("The outer-product view: XY is the sum of m = 3 rank-1 matrices")
+fig.tight_layout()
+plt.show()
+
+# %% [markdown]
+# ## 1.5 Explore the four views
+#
+# Choose a view and an index: the explorer highlights the parts of $X$ and $Y$ that produce
+# the highlighted part of the result, and prints the formula. (On the website the widget
+# shows its stored state; run the notebook to play with it.)
+
+# %%
+from course_lib.widgets.matmul import explorer
+
+explorer(X, Y)
+
+# %% [markdown]
+# Things to try: in the `column` view, move $j$ and watch all of $X$ stay highlighted (every
+# column of $X$ may contribute); in the `outer` view, each term touches *every* entry of the
+# result.
+#
+# ## 1.6 The PyTorch side, and the proof that the two agree
+#
+# The NumPy functions above are written to be read. Their PyTorch twins in
+# `course_lib.accelerated.matmul` have the same names and signatures but work on **stacks**
+# of matrices (any number of leading batch dimensions, broadcast like `@`), on any device, in
+# the input's dtype, and with autograd. Each one vectorises the dimensions its view does not
+# single out, so the Python loop that remains is the one the equation names.
+
+# %%
+device = get_device()
+Xb = torch.randn(4, 2, 5, 3, dtype=torch.float64, device=device)  # (B1, B2, n, m)
+Yb = torch.randn(3, 6, dtype=torch.float64, device=device)  # (m, k), broadcast over the batch
+for name in ("matmul_entries", "matmul_columns", "matmul_rows", "matmul_outer"):
+    out = getattr(fast, name)(Xb, Yb)  # (4, 2, 5, 6)
+    torch.testing.assert_close(out, Xb @ Yb)
+print("shape:", tuple(out.shape), " dtype:", out.dtype)
+
+# %% [markdown]
+# And the two sides agree on the same inputs. The test suite does this for every function,
+# on hundreds of random shapes drawn by hypothesis, in float64, float32, float16 and bfloat16
+# (`tests/test_conformance.py`); here is one case by hand:
+
+# %%
+A = rng.standard_normal((3, 4))
+B = rng.standard_normal((4, 2))
+for name in ("matmul_entries", "matmul_columns", "matmul_rows", "matmul_outer", "outer_terms"):
+    np.testing.assert_allclose(
+        getattr(fast, name)(torch.from_numpy(A), torch.from_numpy(B)).numpy(),
+        getattr(ref, name)(A, B),
+        rtol=1e-12,
+    )
+print("NumPy reference and PyTorch agree on all five functions")
+
+# %% [markdown]
+# Bad input gets an error that says what is wrong, not a stack trace from inside a library:
+
+# %%
+try:
+    ref.matmul_rows(np.ones((2, 3)), np.ones((4, 5)))
+except ValueError as err:
+    print("ValueError:", err)
+
+# %% [markdown]
+# ## 1.7 Batches, broadcasting and `einsum`
+#
+# A Transformer never multiplies one matrix: it processes a **batch** of $B$ sequences of $L$
+# tokens, each a vector of width $d$, so activations are tensors of shape $(B, L, d)$. A linear
+# layer with weight $W \in \mathbb{R}^{d \times d_\text{out}}$ maps it with one `@`:
+# the last dimension of the left operand meets the second-to-last of the right one, and
+# every other (leading) dimension is a batch dimension that **broadcasts** (a missing or size-1
+# dimension is repeated to match).
+
+# %%
+Bsz, L, d, d_out = 2, 5, 8, 3
+H = torch.randn(Bsz, L, d)  # (B, L, d): a batch of sequences of token vectors
+W = torch.randn(d, d_out)  # (d, d_out): one weight matrix shared by every token
+out = H @ W  # (B, L, d_out): W broadcast over B
+print(tuple(out.shape))
+# the same as applying W to each token separately
+torch.testing.assert_close(out[1, 3], H[1, 3] @ W)
+
+# %% [markdown]
+# `einsum` names every dimension with a letter and says which ones are summed: letters that
+# appear in the inputs but not in the output are summed over. It makes the shapes explicit,
+# which is why attention code often uses it:
+
+# %%
+out_einsum = torch.einsum("bld,de->ble", H, W)  # sum over d
+torch.testing.assert_close(out_einsum, out)
+
+Q = torch.randn(Bsz, L, d)
+K = torch.randn(Bsz, L, d)
+scores = torch.einsum("bid,bjd->bij", Q, K)  # (B, L, L): every query with every key
+torch.testing.assert_close(scores, Q @ K.transpose(-2, -1))
+print(tuple(scores.shape))
+
+# %% [markdown]
+# The second product is the heart of attention (chapter 4): for each sequence $b$, entry
+# $(i, j)$ is the dot product of token $i$'s query with token $j$'s key. Note the shared batch
+# letter `b`: it is carried through, not summed. Forgetting to share it (`"bid,cjd->bcij"`)
+# would compare queries of one sequence with keys of *every* sequence.
+#
+# ## 1.8 Two conventions: $XW$ (the notes) and $W\mathbf{x}$ (the slides)
+#
+# The notes store data as **rows**: $X \in \mathbb{R}^{L \times d}$ has one token per row and
+# a layer computes $XW$ {cite}`strabel2023transformers`. The lecture slides store each object
+# as a **column** vector $\mathbf{x}_i \in \mathbb{R}^{D}$ and write $\mathbf{k}_i =
+# W^k \mathbf{x}_i$ with $W^k \in \mathbb{R}^{K \times D}$. The two are transposes of each
+# other: $(W^k \mathbf{x}_i)^\top = \mathbf{x}_i^\top (W^k)^\top$, so the row-convention
+# weight is $W = (W^k)^\top \in \mathbb{R}^{D \times K}$, and stacking the rows gives
+# $K_\text{rows} = X (W^k)^\top$.
+
+# %%
+D, Kdim, M = 4, 3, 5
+Wk = rng.standard_normal((Kdim, D))  # slides: K x D, acts on column vectors
+Xrows = rng.standard_normal((M, D))  # notes: one object per row, (M, D)
+
+keys_columns = np.stack([Wk @ Xrows[i] for i in range(M)], axis=1)  # (K, M): k_i as columns
+keys_rows = Xrows @ Wk.T  # (M, K): k_i as rows
+np.testing.assert_allclose(keys_rows, keys_columns.T)
+print(keys_rows.shape, keys_columns.shape)
+
+# %% [markdown]
+# PyTorch's `torch.nn.Linear` stores its weight in the slides' orientation, `(out_features,
+# in_features)`, and computes `x @ weight.T`: the column convention on paper, the row
+# convention in memory. When you copy weights between conventions, a transpose is the usual
+# bug, which is why the exercise checkers below look for one.
+
+# %%
+lin = torch.nn.Linear(D, Kdim, bias=False, dtype=torch.float64)
+with torch.no_grad():
+    lin.weight.copy_(torch.from_numpy(Wk))  # (out, in) = (K, D)
+np.testing.assert_allclose(lin(torch.from_numpy(Xrows)).detach().numpy(), keys_rows)
+
+# %% [markdown]
+# ## 1.9 What a product costs
+#
+# Each of the $n k$ entries of $XY$ needs $m$ multiplications and $m - 1$ additions, so the
+# exact count is $nk(2m - 1)$. Modern processors execute a **fused multiply-add** (FMA),
+# $a \leftarrow a + bc$, as one instruction, and by convention it counts as two floating-point
+# operations (FLOPs), giving the figure quoted everywhere:
+#
+# $$\text{FLOPs}(XY) = 2\,n\,m\,k.$$
+
+# %%
+n, m, k = 2, 3, 2
+exact = n * k * (2 * m - 1)
+print("exact:", exact, " convention 2nmk:", matmul_flops(n, m, k))
+assert matmul_flops(1024, 1024, 1024) == 2 * 1024**3
+
+# %% [markdown]
+# A useful rule of thumb follows: a linear layer applied to $T$ tokens with a weight of $P$
+# parameters costs $2PT$ FLOPs in the forward pass, because each weight is used in one
+# multiply-add per token.
+#
+# How fast can this machine do them? The theoretical **peak** is cores $\times$ clock $\times$
+# FLOPs per cycle per core. A core with two FMA units, each working on a SIMD register of
+# $w$ single-precision numbers, does $2 \times w \times 2$ FLOPs per cycle: 32 with AVX2
+# ($w = 8$), 64 with AVX-512 ($w = 16$), half that in double precision. The estimate below reads
+# the processor's features and clock from the operating system; it is an upper bound (turbo
+# clocks, cores that split 512-bit operations into two halves, and memory traffic all move
+# the real ceiling).
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+peak = estimate_peak()
+print(peak.explain("float32"))
+print(peak.explain("float64"))
+
+# %% [markdown]
+# Now measure. For square $n \times n$ products we time a pure-Python triple loop, two of the
+# NumPy reference views, `np.matmul` and `torch.matmul` (on the CPU, and on CUDA or MPS when
+# present), and convert the best time to GFLOP/s $= 2n^3 / t / 10^9$. The timings depend on
+# your machine, so the printed numbers below will differ from yours; the shape of the picture
+# will not. (`benchmarks/matmul.py` runs the same sweep up to $n = 8192$.)
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+devices = ["cpu"] + ([str(device)] if device.type != "cpu" else [])
+records = gflops_sweep(
+    matmul_setups(devices), [8, 16, 32, 64, 128, 256, 512, 1024], repeats=3, min_time=0.01
+)
+best = {}
+for r in records:
+    best[r["implementation"]] = max(best.get(r["implementation"], 0), r["gflops"])
+for name, g in best.items():
+    print(f"{name:<28} best {g:9.3f} GFLOP/s")
+
+# %%
+fig, ax = new_axes(
+    "Achieved GFLOP/s of an n x n matrix product",
+    "n (matrix size)",
+    "GFLOP/s (log scale)",
+    logx=True,
+    logy=True,
+    figsize=(7.5, 4.5),
+)
+for name in best:
+    pts = [(r["n"], r["gflops"]) for r in records if r["implementation"] == name]
+    ax.plot(*zip(*pts, strict=True), marker="o", label=name)
+ax.axhline(peak.gflops("float32"), color="black", ls="--", lw=1, label="estimated float32 peak")
+ax.axhline(peak.gflops("float64"), color="grey", ls=":", lw=1, label="estimated float64 peak")
+ax.legend(fontsize=8, loc="center left", bbox_to_anchor=(1, 0.5))
+fig.tight_layout()
+plt.show()
+
+# %% [markdown]
+# What to notice:
+#
+# - **More than three orders of magnitude** separate the pure-Python loop (each multiply-add is several
+#   interpreted bytecodes and two boxed floats) from `np.matmul`. The NumPy views sit in
+#   between: they hand NumPy a whole row or outer product at a time, so the interpreter's
+#   cost is paid $n$ or $n^2$ times rather than $n^3$ times.
+# - `np.matmul` and `torch.matmul` call an optimised BLAS. Small products are dominated by
+#   fixed overheads (a call costs about a microsecond), so GFLOP/s rises with $n$ until the
+#   arithmetic fills the machine, and then levels off at a fraction of the peak. BLAS
+#   libraries reach that plateau by blocking the product into tiles that fit in cache and
+#   registers {cite}`goto2008anatomy`: a product does $2n^3$ FLOPs on $3n^2$ numbers, so each
+#   number loaded can be reused about $n$ times: its *arithmetic intensity* grows with $n$,
+#   which is what lets a large product run at the compute roof rather than the memory roof of
+#   the roofline model {cite}`williams2009roofline`.
+# - float32 runs about twice as fast as float64: a SIMD register holds twice as many numbers.
+#   This is the first reason Transformers are trained in low precision (chapter 12).
+#
+# ## 1.10 What the notes get right, and what they leave out
+#
+# Equations (1)–(3) of the notes are correct as printed, and every one is checked above.
+# Two things they leave implicit are worth saying. First, eq. (1) writes an entry as
+# $X_{i\cdot} Y_{\cdot j}$, a $1 \times m$ row times an $m \times 1$ column: a $1 \times 1$
+# matrix, the inner product. The same two kinds of vector in the other order, a column of $X$
+# times a row of $Y$, give the $n \times k$ rank-1 matrices of section 1.4; the notes never
+# use that reading, and chapter 13 needs it. Second, the notes use the row convention ($XW$)
+# while the slides use the column convention ($W\mathbf{x}$) without saying so; section 1.8
+# shows the translation. The later chapters follow the notes' row convention throughout.
+
+# %% [markdown]
+# ## Exercises
+#
+# Each exercise gives you a function to write and a checker that runs it against the
+# reference on several inputs, including edge cases, and tells you what is wrong. The cells
+# below start with a stub that raises `NotImplementedError`; replace its body and run the
+# cell. Solutions are folded below each exercise (on the website) or in cells tagged
+# `solution` (in the notebook).
+#
+# ```{exercise} The product from outer products
+# :label: ex-matmul-outer
+#
+# Write `outer_matmul(X, Y)` that computes $XY$ **only** with `np.outer` and addition, as the
+# sum over $l$ of column $l$ of $X$ times row $l$ of $Y$ (section 1.4). It must work for any
+# compatible shapes, including an inner dimension of 1.
+# ```
+
+
+# %%
+def outer_matmul(X, Y):
+    raise NotImplementedError  # your code here
+
+
+check.outer_product_sum(outer_matmul)
+
+# %% [markdown]
+# ```{solution-start} ex-matmul-outer
+# :class: dropdown
+# ```
+
+
+# %% tags=["solution"]
+def outer_matmul(X, Y):
+    X, Y = np.asarray(X, dtype=float), np.asarray(Y, dtype=float)
+    out = np.zeros((X.shape[0], Y.shape[1]))
+    for l in range(X.shape[1]):
+        out += np.outer(X[:, l], Y[l, :])
+    return out
+
+
+check.outer_product_sum(outer_matmul, require=True)
+
+# %% [markdown]
+# ```{solution-end}
+# ```
+#
+# ```{exercise} A batched product with einsum
+# :label: ex-matmul-einsum
+#
+# Write `batched(A, B)` that multiplies a stack of matrices `A` of shape $(b, n, m)$ by a stack
+# `B` of shape $(b, m, k)$, pairing `A[s]` with `B[s]`, using a single `np.einsum` call. The
+# result has shape $(b, n, k)$.
+# ```
+
+
+# %%
+def batched(A, B):
+    raise NotImplementedError  # your code here
+
+
+check.batched_product(batched)
+
+# %% [markdown]
+# ```{solution-start} ex-matmul-einsum
+# :class: dropdown
+# ```
+
+
+# %% tags=["solution"]
+def batched(A, B):
+    return np.einsum("snm,smk->snk", A, B)  # s shared (batch), m summed
+
+
+check.batched_product(batched, require=True)
+
+# %% [markdown]
+# ```{solution-end}
+# ```
+#
+# ```{exercise} The FLOPs of a linear layer
+# :label: ex-matmul-flops
+#
+# A linear layer computes $XW + b$ for activations $X$ of shape $(\text{batch}, \text{seq\_len},
+# d_\text{in})$, a weight $W$ of shape $(d_\text{in}, d_\text{out})$ and a bias $b$ of length
+# $d_\text{out}$. Write `linear_flops(batch, seq_len, d_in, d_out)` returning the number of
+# FLOPs of the forward pass as an `int`, counting a multiply-add as two FLOPs and each bias
+# addition as one. Then use it: how many GFLOPs does the first feed-forward layer of GPT-2
+# small ($d_\text{in} = 768$, $d_\text{out} = 3072$) cost for one sequence of 1024 tokens?
+# ```
+
+
+# %%
+def linear_flops(batch, seq_len, d_in, d_out):
+    raise NotImplementedError  # your code here
+
+
+check.layer_flops(linear_flops)
+
+# %% [markdown]
+# ```{solution-start} ex-matmul-flops
+# :class: dropdown
+# ```
+
+
+# %% tags=["solution"]
+def linear_flops(batch, seq_len, d_in, d_out):
+    tokens = batch * seq_len
+    return 2 * tokens * d_in * d_out + tokens * d_out  # multiply-adds + bias
+
+
+print(
+    f"GPT-2 small, first FFN layer, 1024 tokens: {linear_flops(1, 1024, 768, 3072) / 1e9:.2f} GFLOPs"
+)
+check.layer_flops(linear_flops, require=True)
+
+# %% [markdown]
+# ```{solution-end}
+# ```
+#
+# ## Summary
+#
+# - $(XY)_{ij}$ is the dot product of row $i$ of $X$ and column $j$ of $Y$ (eq. 1).
+# - Columns of $XY$ are combinations of the columns of $X$ (eq. 2); rows of $XY$ are
+#   combinations of the rows of $Y$ (eq. 3): the view behind attention's weighted averages.
+# - $XY$ is a sum of $m$ rank-1 outer products: the view behind low-rank adaptation.
+# - Leading dimensions are batch dimensions and broadcast; `einsum` names every dimension.
+# - The notes write $XW$ with tokens as rows; the slides write $W\mathbf{x}$ with column
+#   vectors; `torch.nn.Linear` stores $W$ as (out, in) and computes $xW^\top$.
+# - A product costs $2nmk$ FLOPs; optimised BLAS reaches a good fraction of the machine's
+#   peak, a Python loop reaches a ten-thousandth of it.
+#
+# ## References
+#
+# - G. Strabel, *Transformers*, lecture notes, 2023, section 1.1 {cite}`strabel2023transformers`.
+# - K. Goto and R. van de Geijn, "Anatomy of high-performance matrix multiplication", *ACM
+#   Transactions on Mathematical Software* 34(3), 2008 {cite}`goto2008anatomy`.
+# - E. Hu et al., "LoRA: Low-rank adaptation of large language models", 2021
+#   {cite}`hu2021lora`.
+# - S. Williams, A. Waterman and D. Patterson, "Roofline: an insightful visual performance
+#   model for multicore architectures", *Communications of the ACM* 52(4), 2009
+#   {cite}`williams2009roofline`.
+#
+# The full bibliography of the course is on the [References](../book/references.md) page.

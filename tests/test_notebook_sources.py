@@ -1,0 +1,53 @@
+"""Every notebook source (.py) and its executed notebook (.ipynb) exist in pairs and agree."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import jupytext
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+SOURCES = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.py"))
+NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+
+
+def cells(path: Path) -> list[tuple[str, str, list[str]]]:
+    nb = jupytext.read(path)
+    return [(c.cell_type, c.source.strip(), sorted(c.metadata.get("tags", []))) for c in nb.cells]
+
+
+def test_pairs_are_complete():
+    assert SOURCES, "no notebooks found"
+    assert [p.stem for p in SOURCES] == [p.stem for p in NOTEBOOKS]
+
+
+@pytest.mark.parametrize("src", SOURCES, ids=lambda p: p.stem)
+def test_py_and_ipynb_are_in_sync(src):
+    assert cells(src) == cells(src.with_suffix(".ipynb")), (
+        f"{src.name} and its .ipynb differ: run ./course notebooks {src.stem}"
+    )
+
+
+@pytest.mark.parametrize("src", SOURCES, ids=lambda p: p.stem)
+def test_notebook_is_executed_in_order_without_errors(src):
+    nb = json.loads(src.with_suffix(".ipynb").read_text())
+    code = [c for c in nb["cells"] if c["cell_type"] == "code"]
+    counts = [c["execution_count"] for c in code]
+    assert counts == list(range(1, len(code) + 1)), "not executed top to bottom in one run"
+    errors = [o for c in code for o in c["outputs"] if o["output_type"] == "error"]
+    assert not errors, f"stored error outputs: {[e['ename'] for e in errors]}"
+    assert nb["metadata"]["kernelspec"]["name"] == "python3"
+
+
+@pytest.mark.parametrize("src", SOURCES, ids=lambda p: p.stem)
+def test_chapter_structure(src):
+    text = src.read_text()
+    for heading in ("## Exercises", "## Summary", "## References"):
+        assert heading in text, f"{src.name} lacks a '{heading}' section"
+    assert text.count("{exercise}") >= 3, "a chapter has at least three exercises"
+    assert text.count("{solution-start}") == text.count("{exercise}"), (
+        "every exercise needs a solution"
+    )
+    assert 'tags=["solution"]' in text
