@@ -452,7 +452,7 @@ def outer_matmul(X, Y):
 
 check.outer_product_sum(outer_matmul)
 
-# %% [markdown]
+# %% [markdown] tags=["solution"]
 # ```{solution-start} ex-matmul-outer
 # :class: dropdown
 # ```
@@ -469,10 +469,11 @@ def outer_matmul(X, Y):
 
 check.outer_product_sum(outer_matmul, require=True)
 
-# %% [markdown]
+# %% [markdown] tags=["solution"]
 # ```{solution-end}
 # ```
-#
+
+# %% [markdown]
 # ```{exercise} A batched product with einsum
 # :label: ex-matmul-einsum
 #
@@ -489,7 +490,7 @@ def batched(A, B):
 
 check.batched_product(batched)
 
-# %% [markdown]
+# %% [markdown] tags=["solution"]
 # ```{solution-start} ex-matmul-einsum
 # :class: dropdown
 # ```
@@ -502,10 +503,11 @@ def batched(A, B):
 
 check.batched_product(batched, require=True)
 
-# %% [markdown]
+# %% [markdown] tags=["solution"]
 # ```{solution-end}
 # ```
-#
+
+# %% [markdown]
 # ```{exercise} The FLOPs of a linear layer
 # :label: ex-matmul-flops
 #
@@ -525,7 +527,7 @@ def linear_flops(batch, seq_len, d_in, d_out):
 
 check.layer_flops(linear_flops)
 
-# %% [markdown]
+# %% [markdown] tags=["solution"]
 # ```{solution-start} ex-matmul-flops
 # :class: dropdown
 # ```
@@ -542,10 +544,11 @@ print(
 )
 check.layer_flops(linear_flops, require=True)
 
-# %% [markdown]
+# %% [markdown] tags=["solution"]
 # ```{solution-end}
 # ```
-#
+
+# %% [markdown]
 # ## Summary
 #
 # - $(XY)_{ij}$ is the dot product of row $i$ of $X$ and column $j$ of $Y$ (eq. 1).

@@ -6,7 +6,10 @@ import json
 from pathlib import Path
 
 import jupytext
+import nbformat
 import pytest
+
+from tools.handouts import strip
 
 ROOT = Path(__file__).resolve().parent.parent
 SOURCES = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.py"))
@@ -51,3 +54,16 @@ def test_chapter_structure(src):
         "every exercise needs a solution"
     )
     assert 'tags=["solution"]' in text
+
+
+@pytest.mark.parametrize("src", SOURCES, ids=lambda p: p.stem)
+def test_hand_out_keeps_exercises_and_drops_every_solution(src):
+    """Solution code and its {solution-start}/{solution-end} markers are cells tagged solution."""
+    nb = strip(nbformat.read(src.with_suffix(".ipynb"), as_version=4))
+    text = "\n".join(c.source for c in nb.cells)
+    assert "{solution-start}" not in text and "{solution-end}" not in text, (
+        "a {solution-start}/{solution-end} marker is not in its own cell tagged solution"
+    )
+    assert "require=True" not in text, "solution code left in a cell not tagged solution"
+    assert text.count("{exercise}") >= 3 and "NotImplementedError" in text
+    assert all(not c.get("outputs") for c in nb.cells if c.cell_type == "code")
