@@ -1,0 +1,44 @@
+"""The README's chapter map, the website's intro table and its table of contents agree with the
+notebooks that exist: a chapter is 'ready' exactly when its notebook is there and on the website."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+NOTEBOOKS = {p.stem for p in (ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")}
+
+
+def table_rows(text: str) -> dict[int, list[str]]:
+    rows = {}
+    for line in text.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) >= 3 and cells[0].isdigit():
+            rows[int(cells[0])] = cells
+    return rows
+
+
+def toc_files() -> list[str]:
+    toc = yaml.safe_load((ROOT / "book" / "_toc.yml").read_text())
+    return [ch["file"] for part in toc["parts"] for ch in part["chapters"]]
+
+
+def test_thirteen_chapters_are_planned_everywhere():
+    assert sorted(table_rows((ROOT / "README.md").read_text())) == list(range(1, 14))
+    assert sorted(table_rows((ROOT / "book" / "intro.md").read_text())) == list(range(1, 14))
+
+
+def test_ready_means_notebook_and_website_page():
+    readme = table_rows((ROOT / "README.md").read_text())
+    intro = table_rows((ROOT / "book" / "intro.md").read_text())
+    toc = {f.removeprefix("notebooks/") for f in toc_files() if f.startswith("notebooks/")}
+    for number in range(1, 14):
+        name = re.search(r"`(\d\d_\w+)`", readme[number][2]).group(1)
+        exists = name in NOTEBOOKS
+        assert (readme[number][-1] == "ready") == exists, f"README row {number} ({name})"
+        assert (intro[number][-1] == "ready") == exists, f"book/intro.md row {number} ({name})"
+        assert (name in toc) == exists, f"book/_toc.yml and notebooks/{name}.ipynb disagree"
+    assert toc <= NOTEBOOKS, f"the toc lists missing notebooks: {sorted(toc - NOTEBOOKS)}"
