@@ -1,0 +1,957 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 2. Softmax
+#
+# A Transformer turns scores into probabilities twice over: inside every attention layer,
+# where each query spreads one unit of attention over the keys, and at the very end, where
+# the scores of the vocabulary become the distribution the next token is drawn from. Both
+# times the tool is the softmax. It fits on one line, yet most of what goes wrong with it in
+# practice (overflow, NaN rows, collapsed gradients, memory that grows with the sequence) is
+# invisible in that line. This chapter takes it apart.
+#
+# **After this chapter you can**
+#
+# - compute a softmax along any axis, reproduce the notes' worked example, and say what the
+#   result is (a point of the probability simplex) and what it is not;
+# - explain why the textbook formula overflows in float32 and float16, why subtracting the
+#   maximum fixes it exactly, and use log-sum-exp, log-softmax and cross-entropy from logits;
+# - predict what temperature, top-k and top-p truncation do to a next-token distribution;
+# - derive the Jacobian $\operatorname{diag}(\sigma) - \sigma\sigma^\top$ and the cheap
+#   backward pass that avoids forming it;
+# - mask entries with $-\infty$, and handle a row with nothing left to attend to;
+# - compute a softmax in one streaming pass with a running maximum and normaliser, the trick
+#   FlashAttention (chapter 11) is built on.
+#
+# **Assumes**: chapter 1, NumPy, and derivatives of $e^x$ and $\log x$.
+# **Time**: about 60 minutes, plus the exercises.
+#
+# The chapter follows section 1.2 of the lecture notes {cite}`strabel2023transformers`
+# (Definition 1.1, eq. 4) and the way the notes on attention use the softmax, then goes
+# further.
+
+# %%
+import math
+import tracemalloc
+
+import matplotlib.pyplot as plt
+import numpy as np
+import torch
+
+import course_lib.accelerated.softmax as fast
+import course_lib.reference.softmax as ref
+from course_lib import get_device, seed_everything
+from course_lib.exercises import softmax as check
+from course_lib.plotting import heatmap, new_axes, use_style
+from course_lib.widgets.softmax import entropy_curve
+
+rng = seed_everything(0)
+use_style()
+np.set_printoptions(precision=4, suppress=True)
+device = get_device()
+
+# %% [markdown]
+# As in chapter 1, `ref` holds the NumPy references (float64, written next to the equations)
+# and `fast` their PyTorch twins (same names and signatures; batched, any device, the input's
+# dtype, differentiable). `check` holds the exercise checkers.
+#
+# ## 2.1 The definition
+#
+# For a vector of scores $z \in \mathbb{R}^K$, often called **logits**, the notes define
+# {cite}`strabel2023transformers` (Definition 1.1, eq. 4)
+#
+# $$\sigma(z)_i = \frac{e^{z_i}}{\sum_{j=1}^{K} e^{z_j}}, \qquad i = 1, \dots, K.$$
+#
+# The exponential makes every entry positive, and dividing by the sum makes the entries add
+# up to one: the output is a probability distribution over the $K$ positions, and a larger
+# score always gets a larger share. The attention notes use it on the scores $[2, 4, 4]$ and
+# print $[.06, .47, .47]$. By hand: $\sigma(z)_1 = e^2 / (e^2 + 2e^4) = 1/(1 + 2e^2)$.
+
+# %%
+z = np.array([2.0, 4.0, 4.0])
+s = ref.softmax(z)
+print(s.round(3))
+np.testing.assert_allclose(s[0], 1 / (1 + 2 * math.e**2), rtol=1e-15)
+np.testing.assert_allclose(s.round(2), [0.06, 0.47, 0.47])  # the notes' printed values
+assert np.all(s > 0) and math.isclose(s.sum(), 1.0)
+
+# %% [markdown]
+# The notes' values are right to the two decimals they print. Notice that the two equal scores
+# get exactly equal shares, and that a gap of 2 in the score is a factor $e^2 \approx 7.4$ in
+# probability: only **differences** of scores matter (section 2.2).
+#
+# Attention applies the softmax to a whole matrix of scores, one row per query (eq. 13 of the
+# notes). Our functions take an `axis` argument; the default, the last axis, normalises each
+# row. The PyTorch version does the same on a batch $(B, L, L)$ of score matrices:
+
+# %%
+scores = torch.randn(2, 4, 4, device=device)  # (B, L, L): one row of scores per query
+weights = fast.softmax(scores)  # (B, L, L), along the last axis
+print(weights.sum(dim=-1).cpu())  # every row sums to 1
+torch.testing.assert_close(weights, torch.softmax(scores, dim=-1))
+
+# %% [markdown]
+# Along `axis=0` the same function normalises each column instead; section 2.9 shows why
+# that would be the wrong choice for attention.
+#
+# ## 2.2 What changes the result and what does not
+#
+# Adding the same constant $c$ to every score changes nothing, because the factor $e^{c}$
+# appears in the numerator and in every term of the denominator:
+#
+# $$\sigma(z + c\mathbf{1})_i = \frac{e^{c} e^{z_i}}{e^{c}\sum_j e^{z_j}} = \sigma(z)_i.
+# \tag{2.1}$$
+#
+# Multiplying the scores by a constant is a different matter: it changes every *difference*
+# between them, and therefore the distribution. Scaling up sharpens it, scaling down
+# flattens it (section 2.4 builds on this). And the output can never be one-hot for finite
+# scores: mathematically every entry is strictly positive (in floating point a tiny one can
+# round to 0).
+
+# %%
+for c in (-100.0, 3.0, 1000.0):
+    np.testing.assert_allclose(ref.softmax(z + c), s, rtol=1e-12)  # shift: no change
+print("x 0.5:", ref.softmax(0.5 * z).round(3), "  x 3:", ref.softmax(3 * z).round(3))
+assert ref.softmax(3 * z)[0] < s[0] < ref.softmax(0.5 * z)[0]
+
+# %% [markdown]
+# **Two classes.** With $K = 2$ only the difference $d = z_1 - z_2$ matters, and
+# $\sigma(z)_1 = e^{z_1}/(e^{z_1} + e^{z_2}) = 1/(1 + e^{-d})$: the softmax of two scores is the
+# logistic **sigmoid** of their difference,
+#
+# $$\sigma([z_1, z_2])_1 = \operatorname{sigmoid}(z_1 - z_2), \qquad
+# \operatorname{sigmoid}(d) = \frac{1}{1 + e^{-d}}. \tag{2.2}$$
+#
+# So the softmax is the multi-class generalisation of logistic regression, and a
+# binary classifier needs only one logit.
+
+# %%
+d = np.linspace(-6, 6, 7)
+two = np.stack([d, np.zeros_like(d)], axis=-1)  # (7, 2): logits (d, 0)
+np.testing.assert_allclose(ref.softmax(two)[:, 0], ref.sigmoid(d), rtol=1e-14)
+print(ref.sigmoid(d).round(4))
+
+# %% [markdown]
+# ## 2.3 Numerical stability
+#
+# Eq. (4) read literally computes $e^{z_i}$ first. Floating-point numbers have a largest
+# finite value, and $e^{z}$ passes it early: at $z \approx 88.7$ in float32, $z \approx 11.1$
+# in float16, $z \approx 709.8$ in float64 {cite}`ieee2019754`. Beyond that `exp` returns
+# $\infty$, the sum is $\infty$, and $\infty/\infty$ is NaN. `naive_softmax` is eq. (4)
+# verbatim, in the input's dtype:
+
+# %%
+for dtype, at in ((torch.float32, 90.0), (torch.float16, 12.0)):
+    logits = torch.tensor([at, at - 1.0, 0.0], dtype=dtype, device=device)
+    naive, stable = fast.naive_softmax(logits), fast.softmax(logits)
+    print(f"{str(dtype):14} logits {logits.tolist()}")
+    print(f"{'':14} naive  {naive.tolist()}")
+    print(f"{'':14} stable {[round(v, 4) for v in stable.tolist()]}")
+    assert torch.isnan(naive).any() and torch.isfinite(stable).all()
+limits = {str(t): math.log(torch.finfo(t).max) for t in (torch.float32, torch.float16)}
+print({k: round(v, 2) for k, v in limits.items()})
+
+# %% [markdown]
+# The limit is $\log(\text{largest finite number})$: 88.72 for float32 and only 11.09 for
+# float16, whose largest number is 65504. Scores of 12 are not exotic: attention logits in a
+# large model, or a confident classifier's output, reach that easily, which is one reason
+# mixed-precision training keeps softmax in float32 {cite}`micikevicius2018mixed`. The failure
+# is silent: no exception, just NaN that spreads through every later sum. In the float16 row,
+# the second entry did not overflow ($e^{11} \approx 59874$) but was divided by an infinite sum
+# and came out as 0, which is just as wrong as the NaN.
+#
+# The other end fails too: scores of $-1000$ make every $e^{z_j}$ underflow to 0, and the
+# result is $0/0$.
+#
+# **The fix is exact.** Choose $c = -\max_j z_j$ in eq. (2.1). With $m = \max_j z_j$,
+#
+# $$\sigma(z)_i = \frac{e^{z_i - m}}{\sum_{j} e^{z_j - m}}. \tag{2.3}$$
+#
+# Now every exponent is $\le 0$, so every term lies in $(0, 1]$: nothing overflows. And the
+# largest term is exactly $e^0 = 1$, so the denominator is at least 1: it cannot underflow to
+# 0 either. Because eq. (2.1) is an identity, this is not an approximation: the stable form
+# is the same function, computed safely. `ref.softmax` and `fast.softmax` use it.
+
+# %%
+with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
+    for zz in ([1000.0, 999.0, 0.0], [-1000.0, -1001.0, -1002.0]):
+        print(zz, " naive:", ref.naive_softmax(zz), " stable:", ref.softmax(zz).round(4))
+np.testing.assert_allclose(ref.softmax([1000.0, 999.0, 0.0]), ref.softmax([1.0, 0.0, -999.0]))
+
+# %% [markdown]
+# **Log-sum-exp.** The logarithm of the denominator appears so often that it has a name. The
+# same shift makes it safe:
+#
+# $$\operatorname{LSE}(z) = \log \sum_j e^{z_j} = m + \log \sum_j e^{z_j - m}. \tag{2.4}$$
+#
+# It is a smooth version of the maximum: $m \le \operatorname{LSE}(z) \le m + \log K$ (the
+# sum has a largest term 1 and at most $K$ terms). **Log-softmax** follows by taking the log
+# of eq. (2.3):
+#
+# $$\log \sigma(z)_i = z_i - \operatorname{LSE}(z) = (z_i - m) - \log \sum_j e^{z_j - m}.
+# \tag{2.5}$$
+#
+# Computing it this way, rather than as `log(softmax(z))`, matters when a probability is too
+# small for the format: $\sigma$ underflows to 0, its log is $-\infty$, but eq. (2.5) is an
+# ordinary finite number. A careful analysis of both formulas in floating point is given by
+# {cite}`blanchard2021accurate`.
+
+# %%
+z_big = np.array([0.0, -800.0])
+print("LSE:", ref.logsumexp([1000.0, 1000.0]), "= 1000 + log 2")
+with np.errstate(divide="ignore"):  # log(0)
+    log_of_softmax = np.log(ref.softmax(z_big))
+print("log(softmax):", log_of_softmax, " log_softmax:", ref.log_softmax(z_big))
+assert np.isneginf(log_of_softmax[1]) and ref.log_softmax(z_big)[1] == -800.0
+zz = 10 * rng.standard_normal(6)
+assert zz.max() <= ref.logsumexp(zz) <= zz.max() + math.log(6)
+
+# %% [markdown]
+# **Cross-entropy from logits.** A classifier, or a language model predicting the next token,
+# is trained to maximise the log-probability of the right class $t$; the loss is the
+# cross-entropy between the one-hot target and $\sigma(z)$:
+#
+# $$\mathcal{L}(z, t) = -\log \sigma(z)_t = \operatorname{LSE}(z) - z_t. \tag{2.6}$$
+#
+# Frameworks take the *logits* as input and fuse the two steps (`torch.nn.functional.
+# cross_entropy` is log-softmax followed by picking entry $t$) for two reasons. First,
+# precision: eq. (2.6) never forms $\sigma(z)_t$, so a very wrong confident prediction costs a
+# large finite loss, not $-\log 0 = \infty$. Second, the gradient is beautifully simple:
+# $\partial \mathcal{L} / \partial z = \sigma(z) - \operatorname{onehot}(t)$, with no division by a
+# tiny probability on the way.
+
+# %%
+logits = torch.tensor([[60.0, -60.0, 0.0]], dtype=torch.float32, requires_grad=True)
+target = torch.tensor([1])  # the right class got a score of -60
+with torch.no_grad():
+    unfused = -torch.log(torch.softmax(logits, -1))[0, 1]  # softmax underflows in float32
+loss = fast.cross_entropy(logits, target)
+loss.backward()
+print(f"unfused: {unfused.item()}   fused: {loss.item():.4f}")
+torch.testing.assert_close(loss, torch.nn.functional.cross_entropy(logits, target))
+onehot = torch.nn.functional.one_hot(target, 3).float()
+torch.testing.assert_close(logits.grad, torch.softmax(logits.detach(), -1) - onehot)
+
+# %% [markdown]
+# In float32, $e^{-120}$ underflows to 0, so the unfused loss is `inf` (and its gradient
+# NaN). The fused loss is $\operatorname{LSE}(z) - z_t = 60 + \log(1 + e^{-60} + e^{-120}) + 60
+# \approx 120$, and the gradient is exactly $\sigma(z) - \operatorname{onehot}(t)$.
+#
+# ## 2.4 Temperature, top-k and top-p
+#
+# Dividing the logits by a **temperature** $T > 0$ before the softmax
+# {cite}`hinton2015distilling`,
+#
+# $$\sigma_T(z)_i = \frac{e^{z_i / T}}{\sum_j e^{z_j / T}}, \tag{2.7}$$
+#
+# is the scaling of section 2.2 with one knob. The ratio of two probabilities is
+# $e^{(z_i - z_j)/T}$. As $T \to 0$ every ratio against the largest score goes to 0 or
+# $\infty$, so all mass moves to the maximum (shared equally among ties): the softmax becomes
+# the **argmax**, which is greedy decoding. As $T \to \infty$ every ratio goes to 1: the
+# distribution becomes **uniform**. `softmax_with_temperature` accepts both limits exactly.
+
+# %%
+z5 = np.array([2.0, 4.0, 4.0, 1.0, -1.0])  # (K,) = (5,)
+for T in (0.0, 0.01, 0.5, 1.0, 4.0, 100.0, math.inf):
+    print(f"T = {T:>6}: {ref.softmax_with_temperature(z5, T).round(3)}")
+np.testing.assert_allclose(ref.softmax_with_temperature(z5, 0.01), [0, 0.5, 0.5, 0, 0], atol=1e-15)
+np.testing.assert_allclose(ref.softmax_with_temperature(z5, 1e6), np.full(5, 0.2), atol=1e-5)
+
+# %% [markdown]
+# Entropy measures how spread out a distribution is: $H = -\sum_i p_i \log_2 p_i$ bits, from
+# $\log_2(\#\text{ties at the top}) = 1$ bit at $T = 0$ here (two tied maxima) to $\log_2 5
+# \approx 2.32$ bits at $T = \infty$; $2^H$ is the "effective number of choices".
+
+# %%
+temps = np.geomspace(0.05, 50, 60)
+fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 3.8))
+for T, colour in ((0.25, "C0"), (1.0, "C1"), (4.0, "C2")):
+    ax1.plot(range(5), ref.softmax_with_temperature(z5, T), "o-", color=colour, label=f"T = {T}")
+ax1.set(title="softmax(z / T) for z = [2, 4, 4, 1, -1]", xlabel="position i", ylabel="probability")
+ax1.set_xticks(range(5))
+ax1.legend()
+H_T = entropy_curve(z5, temps)  # (60,) bits
+ax2.semilogx(temps, H_T)
+ax2.axhline(1.0, ls=":", color="grey", label="T → 0: 1 bit (two tied maxima)")
+ax2.axhline(math.log2(5), ls="--", color="grey", label="T → ∞: log2 5 bits (uniform)")
+ax2.set(title="Entropy rises with the temperature", xlabel="temperature T (log scale)")
+ax2.set(ylabel="entropy (bits)")
+ax2.legend(fontsize=8)
+fig.tight_layout()
+plt.show()
+assert (np.diff(H_T) >= -1e-12).all() and 1.0 <= H_T[0] < H_T[-1] < math.log2(5)
+
+# %% [markdown]
+# The entropy rises monotonically between the two limits. Sampling at $T < 1$ favours the
+# likely tokens (safer, more repetitive text); $T > 1$ gives unlikely tokens more chances.
+#
+# Temperature alone never removes a token: even at $T = 0.5$ a terrible token keeps a small
+# probability, and over hundreds of sampled tokens those small chances add up. Samplers
+# therefore **truncate** the distribution before drawing:
+#
+# - **top-k** {cite}`fan2018hierarchical` keeps the $k$ highest logits and sets the others
+#   to $-\infty$, so they get probability 0;
+# - **top-p** or *nucleus* sampling {cite}`holtzman2020curious` keeps the smallest set of
+#   most probable tokens whose total probability reaches $p$. With the probabilities sorted in
+#   decreasing order $p_{(1)} \ge p_{(2)} \ge \dots$, it keeps the first $n$ tokens for the
+#   smallest $n$ with
+#
+# $$\sum_{r=1}^{n} p_{(r)} \ge p. \tag{2.8}$$
+#
+# Top-p adapts to the shape of the distribution: a confident prediction keeps one or two
+# tokens, an uncertain one keeps many. Our filters keep every token tied with the last one
+# kept, so the result never depends on how a sort orders equal values.
+
+# %%
+probs = np.array([0.5, 0.3, 0.15, 0.05])  # already sorted, for reading ease
+x = np.log(probs)  # logits whose softmax is probs
+print("top-k, k=2:  ", ref.top_k_filter(x, 2).round(3))
+print("top-p, p=0.75:", ref.top_p_filter(x, 0.75).round(3))  # 0.5 + 0.3 >= 0.75
+print("top-p, p=0.9: ", ref.top_p_filter(x, 0.9).round(3))  # needs 0.5 + 0.3 + 0.15
+print("sampled from: ", ref.sampling_probs(x, top_p=0.9).round(4))
+np.testing.assert_allclose(ref.sampling_probs(x, top_p=0.9), np.array([0.5, 0.3, 0.15, 0]) / 0.95)
+
+# %% [markdown]
+# After truncation the survivors are renormalised by the softmax: with $p = 0.9$ the three
+# kept tokens share the whole unit in the ratio $0.5 : 0.3 : 0.15$. `sampling_probs` chains the
+# steps as samplers do: top-k on the logits, then the temperature, then top-p on the tempered
+# probabilities.
+#
+# The explorer below does this for any logits you type (`-inf` masks one). Drag $T$ towards
+# 0.01 and 100, then switch on top-k or top-p and watch the grey (removed) bars. (On the
+# website the widget shows its stored state; run the notebook to play with it.)
+
+# %%
+from course_lib.widgets.softmax import temperature_explorer
+
+temperature_explorer("2, 4, 4, 1, -1", labels=["the", "a", "one", "this", "cat"])
+
+# %% [markdown]
+# ## 2.5 The Jacobian
+#
+# To train through a softmax we need its derivatives. Write $s = \sigma(z)$. For $i = j$ the
+# quotient rule gives $\partial s_i/\partial z_i = \frac{e^{z_i} S - e^{z_i} e^{z_i}}{S^2} =
+# s_i - s_i^2$ (with $S = \sum_k e^{z_k}$); for $i \ne j$ only the denominator depends on
+# $z_j$, and $\partial s_i / \partial z_j = -e^{z_i}e^{z_j}/S^2 = -s_i s_j$. Together:
+#
+# $$J_{ij} = \frac{\partial s_i}{\partial z_j} = s_i(\delta_{ij} - s_j), \qquad
+# J = \operatorname{diag}(s) - s s^\top. \tag{2.9}$$
+#
+# $J$ is symmetric, and each row sums to zero ($s_i - s_i \sum_j s_j = 0$): no change of the
+# scores can change the total, which is always 1. In particular $J \mathbf{1} = 0$, eq. (2.1)
+# in differential form. We check eq. (2.9) against PyTorch's automatic differentiation:
+
+# %%
+zt = torch.tensor([2.0, 4.0, 4.0], dtype=torch.float64)
+J = fast.softmax_jacobian(zt)  # (K, K)
+J_auto = torch.autograd.functional.jacobian(lambda v: torch.softmax(v, -1), zt)
+torch.testing.assert_close(J, J_auto)
+np.testing.assert_allclose(ref.softmax_jacobian(zt.numpy()), J.numpy(), rtol=1e-14)
+torch.testing.assert_close(J.sum(dim=-1), torch.zeros(3, dtype=torch.float64))
+print(J.numpy().round(4))
+
+# %% [markdown]
+# Forming $J$ costs $K^2$ numbers per row of scores, which for attention over $L$ keys is an
+# $L \times L$ matrix per query. Backpropagation never needs it: it needs the product of the
+# upstream gradient $g = \partial \mathcal{L} / \partial s$ with $J$, and by eq. (2.9)
+#
+# $$J^\top g = s \odot \left(g - \langle g, s\rangle \mathbf{1}\right), \tag{2.10}$$
+#
+# $O(K)$ work: one dot product and one elementwise product. This is what `torch.softmax`'s
+# backward computes (`softmax_vjp` here), and the dot product $\langle g, s \rangle$ reappears
+# in FlashAttention's backward pass {cite}`dao2022flashattention`.
+
+# %%
+zg = torch.randn(4, 6, dtype=torch.float64, requires_grad=True)  # (B, K)
+g = torch.randn(4, 6, dtype=torch.float64)  # upstream gradient dl/ds
+(auto,) = torch.autograd.grad(torch.softmax(zg, -1), zg, g)
+torch.testing.assert_close(fast.softmax_vjp(zg.detach(), g), auto)
+torch.testing.assert_close(torch.einsum("bij,bi->bj", fast.softmax_jacobian(zg.detach()), g), auto)
+
+# %% [markdown]
+# **Saturation.** When one score dominates, $s$ is nearly one-hot, and every entry of $J$ is
+# nearly 0 (for $s = e_1$: $s_1(1 - s_1) = 0$ and $s_i s_j = 0$). Gradients cannot flow back
+# through a saturated softmax. This is the effect the attention notes allude to when they say
+# the scaling of the scores by $1/\sqrt{d_k}$ keeps gradients from getting too small: scores
+# with a large spread saturate the softmax. The figure scales random scores by a growing
+# factor and tracks the size of $J$:
+
+# %%
+base = np.linspace(-1.0, 1.0, 16)  # (K,) = (16,) evenly spread scores
+factors = np.geomspace(0.1, 200, 40)
+norms = [np.linalg.norm(ref.softmax_jacobian(f * base), 2) for f in factors]
+fig, ax = new_axes(
+    "A saturated softmax passes almost no gradient",
+    "scale of the scores (log)",
+    "spectral norm of J (log)",
+    logx=True,
+    logy=True,
+)
+ax.plot(factors, norms)
+fig.tight_layout()
+plt.show()
+assert norms[-1] < 1e-6 * max(norms)
+np.testing.assert_allclose(norms[0], 1 / 16, rtol=0.1)  # near uniform: J's norm is 1/K
+
+# %% [markdown]
+# For small scales the norm sits near its value for the uniform distribution, $1/K$. It grows
+# a little while the top few entries share the mass, then collapses by many orders of
+# magnitude once the largest entry dominates.
+#
+# ## 2.6 Masking
+#
+# Attention often must *forbid* some positions: a language model may not look at future
+# tokens (a causal mask, chapter 4), and padding tokens carry nothing. The clean way is to set
+# the forbidden scores to $-\infty$ **before** the softmax: $e^{-\infty} = 0$, so a masked
+# entry gets probability exactly 0 and the allowed entries share the whole unit among
+# themselves. Our functions, like PyTorch's, accept $-\infty$ entries (eq. 4 is defined on
+# $\mathbb{R}^K$; this extends it to $[-\infty, \infty)^K$).
+
+# %%
+L = 4
+causal = np.tril(np.ones((L, L), dtype=bool))  # (L, L): row i may see 0..i
+sc = rng.standard_normal((L, L))
+A = ref.softmax(np.where(causal, sc, -np.inf))  # (L, L) attention weights
+print(A.round(3))
+np.testing.assert_allclose(A.sum(axis=-1), 1.0)
+assert (A[~causal] == 0).all()
+
+# %% [markdown]
+# **A row with nothing to attend to.** If *every* entry of a row is masked (a padding query,
+# or a sparse pattern that leaves a row empty), eq. (4) reads $0/0$, and `torch.softmax`
+# returns NaN for the whole row. We decided instead that such a row returns **zeros**
+# (`log_softmax` and `logsumexp` return $-\infty$): a query that may attend to nothing then
+# contributes nothing, the output of attention for it is the zero vector, and its gradient is
+# exactly 0. A NaN would be worse in every respect: one NaN row makes every sum it enters NaN,
+# including the loss and, through backpropagation, every weight of the model. (A slice that
+# contains NaN or $+\infty$ still gives NaN: those are bugs upstream, and hiding them would
+# be a silent wrong answer.)
+
+# %%
+rows = torch.tensor([[0.5, -math.inf, 1.5], [-math.inf, -math.inf, -math.inf]])
+rows.requires_grad_(True)
+print("torch.softmax:", [[round(v, 4) for v in r] for r in torch.softmax(rows, -1).tolist()])
+out = fast.softmax(rows)
+print("fast.softmax: ", [[round(v, 4) for v in r] for r in out.detach().tolist()])
+out.sum().backward()
+assert torch.isfinite(rows.grad).all() and (rows.grad[1] == 0).all()
+np.testing.assert_array_equal(ref.softmax(rows.detach().numpy())[1], [0.0, 0.0, 0.0])
+
+# %% [markdown]
+# ## 2.7 Online softmax: one pass, bounded memory
+#
+# Eq. (2.3) reads the scores twice before it can write anything: once for the maximum $m$,
+# once for the sum $\ell = \sum_j e^{z_j - m}$. For a long row that arrives in pieces (a
+# stream, or blocks of keys that do not fit in fast memory at once), we would like to see each
+# piece once. The obstacle is that $m$ is not known until the end. The way out
+# {cite}`milakov2018online` is to keep a running maximum and a normaliser **relative to the
+# running maximum**, and to rescale the normaliser whenever the maximum grows.
+#
+# Split the row into chunks $c_1, c_2, \dots$ and keep the state $(m_t, \ell_t)$ with
+# $\ell_t = \sum_{j \in c_1 \cup \dots \cup c_t} e^{z_j - m_t}$. It starts empty,
+# $(m_0, \ell_0) = (-\infty, 0)$, and absorbs chunk $t$ by
+#
+# $$m_t = \max\!\big(m_{t-1}, \max_{j \in c_t} z_j\big), \qquad
+# \ell_t = \ell_{t-1}\, e^{m_{t-1} - m_t} + \sum_{j \in c_t} e^{z_j - m_t}. \tag{2.11}$$
+#
+# **Why it is exact.** Suppose $\ell_{t-1} = \sum_{\text{old } j} e^{z_j - m_{t-1}}$. Then
+# $\ell_{t-1} e^{m_{t-1} - m_t} = \sum_{\text{old } j} e^{z_j - m_t}$: the factor moves every old
+# term from the old reference point to the new one. Adding the new chunk's terms, measured
+# from $m_t$ too, gives exactly $\ell_t$'s definition. By induction the final state is the
+# true $(m, \ell)$ of the whole row, and $\sigma(z)_i = e^{z_i - m}/\ell$. Every exponent is
+# $\le 0$, so the recurrence is as stable as eq. (2.3). Let us watch the state evolve:
+
+# %%
+stream = np.array([1.0, 0.5, 3.0, 2.0, 7.0, -1.0, 4.0, 6.5])  # (K,) = (8,)
+m_t, l_t, history = -np.inf, 0.0, []
+for start in range(0, len(stream), 2):  # chunks of 2
+    chunk = stream[start : start + 2]
+    m_new = max(m_t, chunk.max())
+    l_t = l_t * np.exp(m_t - m_new) + np.exp(chunk - m_new).sum()  # eq. (2.11)
+    m_t = m_new
+    history.append((m_t, l_t))
+    print(f"after chunk {chunk}: m = {m_t:.1f}, l = {l_t:.4f}")
+np.testing.assert_allclose((m_t, l_t), (stream.max(), np.exp(stream - stream.max()).sum()))
+np.testing.assert_allclose(np.exp(stream - m_t) / l_t, ref.softmax(stream))
+assert history[1][1] > 1.5 and history[2][1] < 1.05  # l shrinks when the maximum jumps
+
+# %% [markdown]
+# When the maximum jumps from 3 to 7, $\ell$ *shrinks* from about 1.59 to about 1.03: the old
+# terms are rescaled by $e^{3 - 7}$ and become tiny next to the new largest term, which is 1.
+#
+# The update is a special case of a more useful rule. Two disjoint parts with statistics
+# $(m_a, \ell_a)$ and $(m_b, \ell_b)$ merge into
+#
+# $$m = \max(m_a, m_b), \qquad \ell = \ell_a e^{m_a - m} + \ell_b e^{m_b - m}. \tag{2.12}$$
+#
+# The merge is associative, and the empty state $(-\infty, 0)$ is neutral. So the parts can be
+# combined in any grouping: one after another (a stream), or as a tree across parallel
+# workers. `merge_softmax_stats` implements eq. (2.12); `online_softmax_stats` folds it over
+# the chunks, and `online_softmax` adds the second pass $e^{z_i - m}/\ell$, written chunk by
+# chunk into the output.
+
+# %%
+big = 4 * rng.standard_normal(10_001)  # (K,)
+parts = np.split(big, [3000, 7000])
+stats = [(p.max(), np.exp(p - p.max()).sum()) for p in parts]
+left = ref.merge_softmax_stats(*ref.merge_softmax_stats(*stats[0], *stats[1]), *stats[2])
+right = ref.merge_softmax_stats(*stats[0], *ref.merge_softmax_stats(*stats[1], *stats[2]))
+whole = ref.online_softmax_stats(big, chunk_size=1)
+np.testing.assert_allclose(left, right, rtol=1e-13)
+np.testing.assert_allclose(left, whole, rtol=1e-12)
+np.testing.assert_allclose(ref.online_softmax(big, chunk_size=999), ref.softmax(big), rtol=1e-12)
+xt = torch.from_numpy(big).float().to(device)  # float32 on the course device
+torch.testing.assert_close(fast.online_softmax(xt, chunk_size=999), torch.softmax(xt, -1))
+
+# %% [markdown]
+# **Memory.** Besides the output, the online softmax needs one chunk of scratch at a time:
+# its first pass makes one temporary $e^{z - m}$ per chunk, and its second pass writes each
+# chunk of the result in place. The full formula materialises whole-row temporaries
+# ($z - m$ and its exponential). NumPy reports its allocations to Python's `tracemalloc`, so
+# we can measure the peak of the first pass directly (the benchmark at the end does this on
+# $10^7$ numbers, for the PyTorch side too):
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+row = rng.standard_normal(1_000_000)  # 8 MB of float64 logits
+
+
+def peak_bytes(fn):
+    tracemalloc.start()
+    fn()
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    return peak
+
+
+for chunk in (1024, 16384):
+    extra = peak_bytes(lambda c=chunk: ref.online_softmax_stats(row, chunk_size=c))
+    print(f"chunk {chunk:>5}: pass 1 peak {extra / (8 * chunk):.1f} chunks of float64")
+    assert extra < 2 * 8 * chunk + 4096
+full_peak = peak_bytes(lambda: ref.softmax(row))
+print(f"full softmax: peak {full_peak / row.nbytes:.1f} x the size of the row")
+
+# %% [markdown]
+# The first pass needs about one chunk of memory whatever the row's length; the full formula
+# needs two row-sized arrays (a temporary and the result).
+#
+# **The running-rescale trick in attention.** Attention needs not the weights themselves but a
+# weighted average of value vectors, $o = \sum_j \sigma(z)_j v_j$. The same rescaling lets us
+# accumulate it in one pass too: keep an unnormalised accumulator $a_t = \sum_{j \le t}
+# e^{z_j - m_t} v_j$, multiply it by $e^{m_{t-1} - m_t}$ whenever the maximum grows (exactly as
+# $\ell$), and divide by $\ell$ once at the end. The scores, the weights and the values are
+# each touched once, block by block, and the $L \times L$ weight matrix is never stored. This
+# is the core of FlashAttention {cite}`dao2022flashattention` (chapter 11):
+
+# %%
+V = rng.standard_normal((len(stream), 3))  # (K, d_v): one value vector per score
+m_t, l_t, acc = -np.inf, 0.0, np.zeros(3)  # acc: (d_v,)
+for start in range(0, len(stream), 3):  # blocks of 3 keys
+    zc, vc = stream[start : start + 3], V[start : start + 3]
+    m_new = max(m_t, zc.max())
+    scale = np.exp(m_t - m_new)  # rescale everything accumulated so far
+    w = np.exp(zc - m_new)  # (block,) unnormalised weights
+    l_t, acc = l_t * scale + w.sum(), acc * scale + w @ vc
+    m_t = m_new
+np.testing.assert_allclose(acc / l_t, ref.softmax(stream) @ V, rtol=1e-12)
+print((acc / l_t).round(4))
+
+# %% [markdown]
+# ## 2.8 The PyTorch side, conventions, and bad input
+#
+# `fast.softmax`, `fast.log_softmax` and `fast.logsumexp` call PyTorch's fused kernels and add
+# only the fully-masked-row rule, so they run at the kernels' speed (see the benchmark note
+# below); chapter 4's attention imports them. The conformance suite
+# (`tests/test_conformance.py`) runs every function of this chapter on both sides on random
+# shapes, axes and scales, with masked entries and fully masked rows, in float64, float32,
+# float16 and bfloat16. Here is the float16 case by hand; the stated tolerance is an absolute
+# $2 \times 10^{-3}$ because float16 keeps about three significant digits:
+
+# %%
+x16 = torch.randn(3, 8, device=device).mul(6).half()  # (B, K) float16
+out16 = fast.softmax(x16, axis=-1)
+assert out16.dtype == torch.float16
+np.testing.assert_allclose(
+    out16.double().cpu().numpy(), ref.softmax(x16.double().cpu().numpy()), rtol=1e-2, atol=2e-3
+)
+
+# %% [markdown]
+# **Integer input.** The two sides differ here on purpose, and both are documented in the
+# docstrings. The NumPy reference *promotes* integers (and booleans) to float64, as it does
+# everything it touches. The PyTorch side *rejects* an integer tensor with a `TypeError`: PyTorch
+# cannot take the softmax of integers either, and silently choosing float32 or float64 for you
+# would hide a precision decision. A plain Python list is converted by NumPy's rules (to
+# float64) on both sides. Other bad input (an empty array, an axis out of range, a $p$ outside
+# $(0, 1]$) gets an error that names the argument:
+
+# %%
+print(ref.softmax([1, 2, 3]).round(4))  # integers promoted
+for bad in (
+    lambda: fast.softmax(torch.tensor([1, 2, 3])),
+    lambda: ref.softmax(np.zeros((2, 0))),
+    lambda: fast.softmax(torch.zeros(2, 3), axis=2),
+    lambda: ref.top_p_filter([1.0, 2.0], p=1.5),
+):
+    try:
+        bad()
+    except (TypeError, ValueError) as err:
+        print(f"{type(err).__name__}: {err}")
+    else:
+        raise AssertionError("bad input was accepted")
+
+# %% [markdown]
+# ## 2.9 What the notes get wrong
+#
+# Definition 1.1 itself is correct, and so are the worked values $[.06, .47, .47]$. The errors
+# are in how the attention notes and slides *use* the softmax.
+#
+# **1. Masking after the softmax.** The notes on keys, queries and values say that to stop a
+# language model from attending to the future, a 0/1 mask "would be element-wise multiplied
+# with $\alpha$", the matrix of attention weights. Multiplying the *weights* by the mask zeroes
+# the future entries but leaves every row summing to less than 1: the output becomes a
+# shrunken average, by a different factor in each row. The mask must act on the *scores*,
+# setting forbidden ones to $-\infty$ before the softmax (section 2.6). Multiplying and then
+# renormalising each row gives the same result, which confirms where the notes' version goes
+# wrong: it skips the renormalisation.
+
+# %%
+alpha = ref.softmax(sc)  # (L, L) weights of the unmasked scores
+wrong = alpha * causal  # the notes: mask multiplied into the weights
+right = ref.softmax(np.where(causal, sc, -np.inf))  # mask the scores with -inf
+print("row sums, mask multiplied after:", wrong.sum(axis=-1).round(3))
+print("row sums, -inf before softmax:  ", right.sum(axis=-1).round(3))
+np.testing.assert_allclose(wrong / wrong.sum(axis=-1, keepdims=True), right)
+assert (wrong.sum(axis=-1)[:-1] < 1).all()
+
+# %%
+fig, axes = plt.subplots(1, 2, figsize=(10, 3.8))
+ticks = [str(j) for j in range(L)]
+for ax, W, title in (
+    (axes[0], wrong, "mask x softmax(scores) (the notes)"),
+    (axes[1], right, "softmax(scores with -inf)"),
+):
+    sums = ", ".join(f"{v:.2f}" for v in W.sum(axis=-1))
+    heatmap(
+        ax,
+        W,
+        title=f"{title}\nrow sums {sums}",
+        xlabel="key j",
+        ylabel="query i",
+        xticklabels=ticks,
+        yticklabels=ticks,
+        annotate=True,
+        colorbar=False,
+    )
+fig.suptitle("Causal masking: only masking the scores keeps each row a distribution")
+fig.tight_layout()
+plt.show()
+
+# %% [markdown]
+# **2. "Divide by the dimension of K".** A footnote of the same notes says the scores are
+# divided by the dimension of the keys, while its formula divides by the *square root*
+# $\sqrt{|K|}$. The formula is the right one {cite}`vaswani2017attention`. For query and key
+# entries with mean 0 and variance 1, a dot product over $d_k$ dimensions has variance $d_k$;
+# dividing by $\sqrt{d_k}$ brings the variance back to 1. Dividing by $d_k$ would shrink it to
+# $1/d_k$, a temperature so high that every query attends almost uniformly. The footnote also
+# means the worked example's weights $[.06, .47, .47]$ are those of the *unscaled* scores: with
+# the footnote's own scaling by $\sqrt{3}$ they would be $[0.136, 0.432, 0.432]$.
+
+# %%
+dk, Lq = 64, 32
+q, k = rng.standard_normal((Lq, dk)), rng.standard_normal((Lq, dk))
+raw = q @ k.T  # (L, L) scores with variance about d_k
+for name, div in (("sqrt(d_k)", math.sqrt(dk)), ("d_k", dk)):
+    w = ref.softmax(raw / div)
+    H = -(w * np.log2(w)).sum(axis=-1).mean()
+    print(f"divide by {name:9}: score variance {np.var(raw / div):.3f}, entropy {H:.2f} bits")
+print(f"uniform over {Lq} keys: {math.log2(Lq):.2f} bits")
+np.testing.assert_allclose(
+    ref.softmax(np.array([2.0, 4.0, 4.0]) / math.sqrt(3)).round(3), [0.136, 0.432, 0.432]
+)
+
+# %% [markdown]
+# **3. The sum that runs to the wrong bound.** The lecture slides normalise the weights
+# $a_{ij}$ over $j' = 1, \dots, T$ objects, then form the output $h_i = \sum_{j=1}^{K} a_{ij}
+# v_j$, where $K$ is the length of the key, query and value vectors (and the slides call the
+# number of objects $M$ elsewhere). The sum must run over the same objects as the softmax's
+# denominator: over $K$ terms the weights do not sum to one whenever $K$ is not the number of
+# objects (and the sum is not even defined when $K$ exceeds it).
+
+# %%
+M_obj, K_dim = 5, 3
+a = ref.softmax(rng.standard_normal(M_obj))  # weights over the M objects
+print(f"sum over all {M_obj} objects: {a.sum():.3f};  first K = {K_dim}: {a[:K_dim].sum():.3f}")
+assert math.isclose(a.sum(), 1.0) and a[:K_dim].sum() < 1
+
+# %% [markdown]
+# **4. Which axis?** Eq. (13) of the notes applies the softmax to the matrix $QK^\top /
+# \sqrt{d_k}$ without saying along which axis; Definition 1.1 only covers vectors. It must be
+# along each **row** (over the keys, for each query), so that each query's weights sum to 1.
+# Along the columns each *key* would distribute one unit over the queries, and a query's
+# weights would no longer be an average. The other notes say "row-wise", and the default
+# `axis=-1` does it.
+
+# %%
+by_col = ref.softmax(sc, axis=0)  # normalised over the queries
+print("row sums with axis=0:", by_col.sum(axis=-1).round(3))
+assert not np.allclose(by_col.sum(axis=-1), 1.0)
+
+# %% [markdown]
+# ## Exercises
+#
+# Each exercise gives you a function to write and a checker that runs it on several inputs,
+# including the edge cases of this chapter, and tells you what is wrong. Replace the body of
+# the stub and run the cell. Solutions are folded below each exercise (on the website) or in
+# cells tagged `solution` (in the notebook).
+#
+# ```{exercise} A stable softmax
+# :label: ex-softmax-stable
+#
+# Write `stable_softmax(x)` for a NumPy array `x` of one or two dimensions, normalising along
+# the last axis, with eq. (2.3). It must survive logits near $\pm 1000$, rows of very
+# different sizes in the same matrix, and $-\infty$ entries (probability 0).
+# ```
+
+
+# %%
+def stable_softmax(x):
+    raise NotImplementedError  # your code here
+
+
+check.stable_softmax(stable_softmax)
+
+# %% [markdown] tags=["solution"]
+# ```{solution-start} ex-softmax-stable
+# :class: dropdown
+# ```
+
+
+# %% tags=["solution"]
+def stable_softmax(x):
+    x = np.asarray(x, dtype=float)
+    e = np.exp(x - x.max(axis=-1, keepdims=True))  # each row shifted by its own maximum
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+check.stable_softmax(stable_softmax, require=True)
+
+# %% [markdown] tags=["solution"]
+# ```{solution-end}
+# ```
+
+# %% [markdown]
+# ```{exercise} Log-sum-exp
+# :label: ex-softmax-lse
+#
+# Write `logsumexp(x)` returning $\log \sum_j e^{x_j}$ over the last axis of a 1-D or 2-D
+# array, with the summed axis removed (a 1-D input gives a number, a $(n, K)$ input gives
+# $n$ numbers). Use eq. (2.4) so that $[1000, 1000]$ gives $1000 + \log 2$ and
+# $[-1000, -1000]$ gives $-1000 + \log 2$.
+# ```
+
+
+# %%
+def logsumexp(x):
+    raise NotImplementedError  # your code here
+
+
+check.logsumexp(logsumexp)
+
+# %% [markdown] tags=["solution"]
+# ```{solution-start} ex-softmax-lse
+# :class: dropdown
+# ```
+
+
+# %% tags=["solution"]
+def logsumexp(x):
+    x = np.asarray(x, dtype=float)
+    m = x.max(axis=-1)  # (...,)
+    return m + np.log(np.exp(x - m[..., None]).sum(axis=-1))
+
+
+check.logsumexp(logsumexp, require=True)
+
+# %% [markdown] tags=["solution"]
+# ```{solution-end}
+# ```
+
+# %% [markdown]
+# ```{exercise} The online update rule
+# :label: ex-softmax-online
+#
+# Write `update(m, l, chunk)` that takes the state $(m, \ell)$ after some chunks (two Python
+# floats; the empty state is `(-np.inf, 0.0)`) and a 1-D array of new finite scores, and
+# returns the new state `(m_new, l_new)` of eq. (2.11). The checker feeds whole vectors
+# through your function chunk by chunk and compares the final state with the maximum and
+# $\sum_j e^{z_j - m}$ of the whole vector.
+# ```
+
+
+# %%
+def update(m, l, chunk):
+    raise NotImplementedError  # your code here
+
+
+check.online_update(update)
+
+# %% [markdown] tags=["solution"]
+# ```{solution-start} ex-softmax-online
+# :class: dropdown
+# ```
+
+
+# %% tags=["solution"]
+def update(m, l, chunk):
+    m_new = max(m, float(np.max(chunk)))
+    l_new = l * np.exp(m - m_new) + float(np.exp(chunk - m_new).sum())  # rescale, then add
+    return m_new, l_new
+
+
+check.online_update(update, require=True)
+
+# %% [markdown] tags=["solution"]
+# ```{solution-end}
+# ```
+
+# %% [markdown]
+# ```{exercise} The Jacobian
+# :label: ex-softmax-jacobian
+#
+# Write `jacobian(x)` returning the $K \times K$ Jacobian of the softmax at a 1-D array `x`,
+# using eq. (2.9). Then check your answer numerically: each row should sum to 0, and the
+# matrix should be symmetric.
+# ```
+
+
+# %%
+def jacobian(x):
+    raise NotImplementedError  # your code here
+
+
+check.softmax_jacobian(jacobian)
+
+# %% [markdown] tags=["solution"]
+# ```{solution-start} ex-softmax-jacobian
+# :class: dropdown
+# ```
+
+
+# %% tags=["solution"]
+def jacobian(x):
+    s = stable_softmax(x)  # (K,)
+    return np.diag(s) - np.outer(s, s)  # (K, K)
+
+
+Jx = jacobian(np.array([2.0, 4.0, 4.0]))
+np.testing.assert_allclose(Jx.sum(axis=1), 0.0, atol=1e-15)
+np.testing.assert_allclose(Jx, Jx.T)
+check.softmax_jacobian(jacobian, require=True)
+
+# %% [markdown] tags=["solution"]
+# ```{solution-end}
+# ```
+
+# %% [markdown]
+# ## Benchmark note
+#
+# `benchmarks/softmax.py` measures the two performance targets of this chapter; run it with
+# `./course bench softmax` (or `python -m benchmarks.run softmax`). On the machine this
+# chapter was written on (2 CPU cores shared with other jobs, PyTorch 2.13 CPU build) it
+# printed:
+#
+# **Speed**, a 4096 x 4096 float32 input on the CPU (best of 30 interleaved calls; the
+# machine was shared with other jobs, so the ratios matter more than the seconds):
+#
+# | implementation | seconds | time / `torch.softmax` |
+# | --- | ---: | ---: |
+# | `torch.softmax` | 0.067 | 1.00 |
+# | `fast.softmax` (fused kernel + fully-masked rule) | 0.077 | 1.14 |
+# | max-subtract written as separate PyTorch ops | 0.211 | 3.15 |
+# | `fast.online_softmax`, one chunk per row (two passes) | 0.318 | 4.75 |
+# | `ref.softmax` (NumPy, float64) | 0.068 | 1.01 |
+#
+# Target: `fast.softmax` within 1.5x of `torch.softmax`: **met** in this run (1.14x). The
+# machine was shared and busy, and shorter runs (15 rounds) gave ratios from 0.85x to 1.8x;
+# measured alone, the only extra work, one read of the input for the fully-masked check,
+# costs 3 to 10% of the softmax. The separate-ops version stays about 3x behind in every run,
+# because it reads and writes the whole matrix several times.
+#
+# **Memory**, a softmax over $10^7$ float32 logits: "extra" is the peak memory during the call
+# minus the output it returns. PyTorch's tensors are tracked by a dispatch mode that sees
+# every tensor an operator returns; NumPy's by `tracemalloc`. The first pass of the online
+# softmax has no large output, so its peak is pure scratch:
+#
+# | implementation | chunk | extra (MiB) | extra / one chunk |
+# | --- | ---: | ---: | ---: |
+# | `fast.softmax` (fused kernel) | - | 0.000 | - |
+# | max-subtract as separate PyTorch ops | - | 38.1 | - |
+# | `ref.softmax` (NumPy, float64) | - | 76.3 | - |
+# | `fast.online_softmax_stats` (pass 1) | 1024 | 0.004 | 1.01 |
+# | `fast.online_softmax_stats` (pass 1) | 65536 | 0.250 | 1.00 |
+# | `fast.online_softmax_stats` (pass 1) | 262144 | 1.000 | 1.00 |
+# | `ref.online_softmax_stats` (pass 1, float64) | 1024 | 0.011 | 1.39 |
+# | `ref.online_softmax_stats` (pass 1, float64) | 262144 | 2.003 | 1.00 |
+# | `fast.online_softmax` (both passes) | 1024 to 262144 | 0.000 | 0.00 |
+#
+# Target: extra memory bounded by the chunk size: **met** (one chunk of scratch, whatever
+# the length; the full NumPy formula needs a row-sized temporary besides its result).
+# Accuracy: the float32 online softmax is within $6.1 \times 10^{-7}$ (relative, every
+# entry) of the exact softmax of the same numbers, against $2.6 \times 10^{-6}$ for
+# `torch.softmax`: target ($10^{-6}$) **met**. (PyTorch's fused kernel keeps its small scratch buffers inside the kernel, where
+# the dispatch mode cannot see them; the full table, with every chunk size, is in
+# `benchmarks/results/softmax.json` after a run.)
+#
+# ## Summary
+#
+# - $\sigma(z)_i = e^{z_i} / \sum_j e^{z_j}$ (eq. 4) maps scores to a distribution; only
+#   differences of scores matter (eq. 2.1), scaling them sharpens or flattens it, and with two
+#   classes it is the sigmoid (eq. 2.2).
+# - Computed literally it overflows (float32 beyond 88.7, float16 beyond 11.1); subtracting
+#   the maximum (eq. 2.3) is exact and safe. Log-sum-exp, log-softmax and cross-entropy from
+#   logits (eqs. 2.4 to 2.6) are the stable forms to use; the gradient of the cross-entropy is
+#   $\sigma(z) - \operatorname{onehot}(t)$.
+# - Temperature interpolates between the argmax ($T \to 0$) and the uniform distribution
+#   ($T \to \infty$); top-k and top-p remove the tail before sampling.
+# - The Jacobian is $\operatorname{diag}(s) - ss^\top$; backpropagation needs only
+#   $s \odot (g - \langle g, s \rangle)$, and a saturated softmax passes almost no gradient.
+# - Masks go on the scores as $-\infty$, never on the weights. A fully masked row returns
+#   zeros here, so that it contributes nothing instead of spreading NaN.
+# - A running maximum and a rescaled normaliser (eqs. 2.11 and 2.12) compute the softmax, and
+#   a softmax-weighted sum, in one streaming pass with memory bounded by the chunk: the idea
+#   behind FlashAttention.
+#
+# ## References
+#
+# - G. Strabel, *Transformers*, lecture notes, 2023, section 1.2 {cite}`strabel2023transformers`.
+# - A. Vaswani et al., "Attention is all you need", 2017 {cite}`vaswani2017attention`.
+# - P. Blanchard, D. J. Higham and N. J. Higham, "Accurately computing the log-sum-exp and
+#   softmax functions", *IMA Journal of Numerical Analysis* 41(4), 2021
+#   {cite}`blanchard2021accurate`.
+# - IEEE Standard for Floating-Point Arithmetic (IEEE 754-2019) {cite}`ieee2019754`.
+# - P. Micikevicius et al., "Mixed precision training", 2018 {cite}`micikevicius2018mixed`.
+# - G. Hinton, O. Vinyals and J. Dean, "Distilling the knowledge in a neural network", 2015
+#   {cite}`hinton2015distilling`.
+# - A. Fan, M. Lewis and Y. Dauphin, "Hierarchical neural story generation", 2018
+#   {cite}`fan2018hierarchical`.
+# - A. Holtzman et al., "The curious case of neural text degeneration", 2020
+#   {cite}`holtzman2020curious`.
+# - M. Milakov and N. Gimelshein, "Online normalizer calculation for softmax", 2018
+#   {cite}`milakov2018online`.
+# - T. Dao et al., "FlashAttention: fast and memory-efficient exact attention with
+#   IO-awareness", 2022 {cite}`dao2022flashattention`.
+#
+# The full bibliography of the course is on the [References](../book/references.md) page.
