@@ -1,0 +1,999 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 6. Positional encodings
+#
+# Attention compares every token with every other token, and nothing in that comparison says
+# where a token sits. This chapter adds the missing information in every way the lecture notes
+# describe, and one they list as still to cover, and then asks which of them keep working on
+# sequences longer than the ones a model was trained on.
+#
+# **After this chapter you can**
+#
+# - explain, and show numerically, why self-attention without positions cannot tell "dog bites
+#   man" from "man bites dog";
+# - build the slides' one-hot positions, learned absolute embeddings and the sinusoidal table of
+#   the original Transformer, and prove that shifting a sinusoidal position is a rotation;
+# - write the relative-position variants of the handwritten notes as changes to the attention
+#   logits, with clipping, and recognise ALiBi among them;
+# - compute the Music Transformer's relative logits with the memory-saving "skewing" trick, and
+#   say which index conventions of the notes' Algorithm 1 are wrong;
+# - apply rotary embeddings and show that the attention score then depends on the offset only;
+# - read an extrapolation experiment: which encodings survive sequences 2 and 4 times longer
+#   than in training, on which kind of task, and why.
+#
+# **Assumes**: chapter 4 (attention, masks, multi-head attention); chapter 1's matrix views.
+# **Time**: about 75 minutes, plus the exercises.
+#
+# The chapter follows the slides (`003`), the notes on the original Transformer (`002` section 3
+# and `004` section 1.4), the handwritten notes (`001` section 2) and the section on relative
+# position embeddings (`002` section 12) {cite}`strabel2023transformers`, and adds rotary
+# embeddings {cite}`su2021roformer`.
+
+# %%
+import math
+
+import matplotlib.pyplot as plt
+import numpy as np
+import torch
+
+import course_lib.accelerated.attention as attn
+import course_lib.accelerated.positions as fast
+import course_lib.reference.attention as ref_attn
+import course_lib.reference.positions as ref
+from course_lib import get_device, positions_models, seed_everything
+from course_lib.exercises import positions as check
+from course_lib.plotting import PALETTE, heatmap, new_axes, use_style
+from course_lib.positions_extra import (
+    algorithm1_steps,
+    alibi_slopes,
+    binary_table,
+    printed_case_counts,
+    relative_offsets,
+    sinusoidal_as_printed,
+)
+
+rng = seed_everything(0)
+use_style()
+plt.rcParams["image.interpolation"] = "nearest"  # one flat colour per cell (and small images)
+np.set_printoptions(precision=3, suppress=True)
+
+# %% [markdown]
+# As in every chapter, `ref` holds the NumPy references (float64, written like the equations)
+# and `fast` their PyTorch twins (batched, any device, differentiable). `attn` and `ref_attn`
+# are chapter 4's attention functions; we never rewrite them, we feed them positions.
+#
+# ## 6.1 Why positions: attention does not see order
+#
+# The slides make the point in words {cite}`strabel2023transformers` (`003`): a Transformer block
+# treats its input as a *collection* of vectors. Take chapter 4's multi-head self-attention,
+# shuffle the rows of its input, and compare:
+
+# %%
+L, d, h = 6, 8, 2
+X = rng.standard_normal((L, d))  # (L, d): six token vectors
+W = [rng.standard_normal((h, d, d // h)) for _ in range(3)] + [rng.standard_normal((d, d))]
+perm = np.array([3, 0, 5, 1, 4, 2])  # a reordering of the tokens
+
+out = ref_attn.multi_head_attention(X, X, X, *W)  # (L, d)
+out_shuffled = ref_attn.multi_head_attention(X[perm], X[perm], X[perm], *W)  # (L, d)
+np.testing.assert_allclose(out_shuffled, out[perm], atol=1e-12)
+print("shuffling the input shuffles the output the same way:", np.allclose(out_shuffled, out[perm]))
+
+# %% [markdown]
+# Shuffling the input rows shuffles the output rows in exactly the same way. Self-attention is
+# **permutation-equivariant**: token $i$'s output depends on the *set* of other tokens, not on
+# their order. "dog bites man" and "man bites dog" give the same three output vectors, just
+# listed in a different order. (The slides say *invariant*; the output is not unchanged, it is
+# permuted along with the input. Only something that pools over all positions, such as the
+# mean output vector, is invariant. Section 6.10 comes back to this.)
+
+# %%
+assert not np.allclose(out_shuffled, out)  # not invariant ...
+np.testing.assert_allclose(out_shuffled.mean(0), out.mean(0), atol=1e-12)  # ... unless pooled
+
+# %% [markdown]
+# Everything in this chapter breaks that symmetry, in one of two places: **in the input**
+# (absolute encodings: a vector that depends on the position is joined to each token) or **in
+# the attention logits** (relative encodings: a term that depends on the offset $j - i$ between
+# query $i$ and key $j$).
+#
+# ## 6.2 One-hot positions, concatenated or added
+#
+# The slides start with the simplest absolute encoding {cite}`strabel2023transformers` (`003`):
+# the one-hot vector $p(i) = e_i$ of position $i$, concatenated to the token vector,
+#
+# $$\tilde{\mathbf{x}}_i = [\mathbf{x}_i;\ p(i)],$$
+#
+# and they suggest re-injecting it at the input of every block of a stack.
+
+# %%
+X_small = np.array([[0.5, -1.0], [2.0, 0.0], [1.0, 1.0]])  # (L, d) = (3, 2)
+print(ref.concat_one_hot_positions(X_small, max_len=4))  # (3, 2 + 4)
+
+# %% [markdown]
+# Each row gains `max_len` columns, with a single 1 at its own position. Two costs are visible
+# already: the width grows with the longest sequence you want to handle, and a position beyond
+# `max_len` has no column at all.
+#
+# The original Transformer instead **adds** a position vector of the same width,
+# $\tilde{\mathbf{x}}_i = \mathbf{x}_i + p(i)$ (`003`; GPT writes it
+# $h_0 = U W_e + W_p$, `002` eq. 21). The two are closer than they look: the first thing a block
+# does with its input is multiply it by a weight matrix, and a product with a concatenation splits
+# into a sum,
+#
+# $$[\mathbf{x}_i;\ e_i] \begin{bmatrix} W \\ P \end{bmatrix} = \mathbf{x}_i W + e_i P = \mathbf{x}_i W + P_{i\cdot}.$$
+#
+# Concatenating a one-hot position and then projecting is the same as projecting and adding row
+# $i$ of a learned table $P$:
+
+# %%
+W_in = rng.standard_normal((2, 3))  # (d, d_out): acts on the token part
+P = rng.standard_normal((4, 3))  # (max_len, d_out): acts on the one-hot part
+lhs = ref.concat_one_hot_positions(X_small, 4) @ np.vstack([W_in, P])  # (3, d_out)
+rhs = ref.add_position_table(X_small @ W_in, P)  # (3, d_out): x_i W + P[i]
+np.testing.assert_allclose(lhs, rhs)
+
+# %% [markdown]
+# So "one-hot, concatenated" and "a learned table, added" express the same family of models;
+# adding is the economical way to write it, and it keeps the width $d$ fixed. What the table
+# contains (learned, or a fixed formula) is the real design decision, and the next two sections
+# take the two options in turn.
+#
+# ## 6.3 The sinusoidal table
+#
+# The original Transformer uses a fixed table {cite}`vaswani2017attention` (`002` eq. 19):
+#
+# $$PE_{(pos,\,2i)} = \sin\!\left(\frac{pos}{10000^{2i/d_\text{model}}}\right), \qquad
+# PE_{(pos,\,2i+1)} = \cos\!\left(\frac{pos}{10000^{2i/d_\text{model}}}\right).$$
+#
+# Column pair $i$ is one sine and one cosine at the angular frequency
+# $w_i = 10000^{-2i/d_\text{model}}$, the position **inside** both. For $pos = 1$ and
+# $d_\text{model} = 4$ the frequencies are $w_0 = 1$ and $w_1 = 10000^{-1/2} = 0.01$, so the
+# row is $[\sin 1, \cos 1, \sin 0.01, \cos 0.01]$:
+
+# %%
+row = ref.sinusoidal_encoding([1.0], 4)  # (1, 4)
+print(row)
+np.testing.assert_allclose(row[0], [np.sin(1), np.cos(1), np.sin(0.01), np.cos(0.01)])
+torch.testing.assert_close(
+    fast.sinusoidal_encoding(torch.tensor([1.0], dtype=torch.float64), 4),
+    torch.from_numpy(row),
+)
+
+# %% [markdown]
+# The wavelengths $2\pi / w_i$ grow geometrically, from $2\pi \approx 6.3$ positions for the
+# first pair to almost $10000 \cdot 2\pi$ (exactly $2\pi \cdot 10000^{(d-2)/d}$) for the last
+# one {cite}`vaswani2017attention`: the first
+# columns change from one token to the next, the last ones barely move over a whole document.
+#
+# Two layouts of the same numbers are in use. The paper **interleaves** (sine in column $2i$,
+# cosine in $2i+1$); many code bases **concatenate** (all sines, then all cosines). They differ
+# by a fixed permutation of the columns. A model trained from scratch learns the same thing with
+# either (the permutation only relabels its hidden units), but weights trained with one layout
+# must be used with the same layout.
+
+# %%
+interleaved = ref.sinusoidal_encoding(50, 128)  # (50, 128): the notes' figure, 004
+concatenated = ref.sinusoidal_encoding(50, 128, layout="concatenated")  # (50, 128)
+sines_then_cosines = np.r_[0:128:2, 1:128:2]
+np.testing.assert_array_equal(concatenated, interleaved[:, sines_then_cosines])
+wavelengths = 2 * np.pi * 10000 ** (np.arange(64) * 2 / 128)
+print("wavelengths (positions):", wavelengths[[0, 1, 2, 63]].round(1))
+
+# %% [markdown]
+# Notes `004` explain the table with a binary counter {cite}`strabel2023transformers`: write
+# 0, 1, 2, ... in binary and the last bit flips at every step, the next one every two steps, the
+# next every four. Each column is a square wave whose period doubles from one column to the next.
+# The sinusoidal table is a smooth version of the same idea: each column pair is a rotating
+# pointer, and the periods grow by the factor $10000^{2/d_\text{model}}$ from one pair to the
+# next (1.155 for $d_\text{model} = 128$) instead of 2. Below, the notes' $50 \times 128$ picture
+# in both layouts, and the counter:
+
+# %%
+fig, axes = plt.subplots(1, 3, figsize=(13, 4), gridspec_kw={"width_ratios": [3, 3, 1.2]})
+heatmap(
+    axes[0],
+    interleaved,
+    title="Interleaved (eq. 19): sin 2i, cos 2i+1",
+    xlabel="column",
+    ylabel="position",
+    cmap="RdBu",
+)
+heatmap(
+    axes[1],
+    concatenated,
+    title="Concatenated: 64 sines, then 64 cosines",
+    xlabel="column",
+    ylabel="position",
+    cmap="RdBu",
+)
+heatmap(
+    axes[2],
+    binary_table(16, 4)[:, ::-1],
+    title="Binary counter, low bit first",
+    xlabel="bit (1, 2, 4, 8)",
+    ylabel="number",
+    cmap="Greys",
+    colorbar=False,
+)
+fig.suptitle(
+    "The sinusoidal table for 50 positions and d_model = 128, and the analogy of notes 004"
+)
+fig.tight_layout()
+plt.show()
+
+# %% [markdown]
+# Read the left panel column by column: the first columns alternate quickly down the positions,
+# the right-hand columns are almost constant (sines near 0, cosines near 1). The counter on the
+# right (drawn with its fastest bit first, to match) has the same structure with square waves. In
+# the middle panel the fast columns sit at the left of each half.
+#
+# ## 6.4 A shift of position is a rotation
+#
+# Why sines *and* cosines? Because together they make the encoding of $pos + k$ a fixed linear
+# function of the encoding of $pos$, the property the notes state in `004`. By the
+# angle-addition formulas, for each pair,
+#
+# $$\begin{bmatrix} \sin((p+k)w) & \cos((p+k)w) \end{bmatrix}
+# = \begin{bmatrix} \sin(pw) & \cos(pw) \end{bmatrix}
+# \begin{bmatrix} \cos kw & -\sin kw \\ \sin kw & \cos kw \end{bmatrix},$$
+#
+# a $2 \times 2$ rotation that depends on $k$ but not on $p$. Stacking one block per pair gives
+# a matrix $M_k$ with $PE(p + k) = PE(p)\, M_k$ for **every** position $p$:
+
+# %%
+k = 7
+M = ref.sinusoidal_shift_matrix(k, 16)  # (16, 16), block diagonal
+positions = rng.uniform(0, 500, 20)  # any positions, even non-integer ones
+np.testing.assert_allclose(
+    ref.sinusoidal_encoding(positions, 16) @ M,
+    ref.sinusoidal_encoding(positions + k, 16),
+    atol=1e-10,
+)
+np.testing.assert_allclose(M @ M.T, np.eye(16), atol=1e-14)  # orthogonal: a rotation
+np.testing.assert_allclose(
+    ref.sinusoidal_shift_matrix(3, 16) @ ref.sinusoidal_shift_matrix(4, 16), M, atol=1e-15
+)
+print(M[:2, :2])
+
+# %% [markdown]
+# $M_7$ is orthogonal, one matrix serves all 20 random positions, and shifts compose:
+# $M_3 M_4 = M_7$. A consequence that matters for attention: the dot product of two encodings
+# depends only on their offset, $PE(m) \cdot PE(n) = \sum_i \cos((m - n) w_i)$, because a
+# rotation does not change dot products. The whole similarity matrix is constant along its
+# diagonals:
+
+# %%
+pe = ref.sinusoidal_encoding(40, 32)  # (40, 32)
+sim = pe @ pe.T  # (40, 40)
+for offset in (-3, 0, 5):
+    diagonal = np.diagonal(sim, offset)
+    np.testing.assert_allclose(diagonal, diagonal[0], atol=1e-12)
+print("PE(m) . PE(n) for n - m = 0, 1, 2, 3:", sim[10, 10:14].round(3))
+
+# %% [markdown]
+# This is the sense in which the sinusoidal table "contains" relative positions: a layer *could*
+# learn a bilinear form $x_m^\top A\, x_n$ whose value depends on the offset. Whether it does, and
+# whether that survives positions never seen in training, is a question for section 6.9.
+#
+# ## 6.5 Learned absolute embeddings
+#
+# GPT learns its table instead, $h_0 = U W_e + W_p$ with one row of $W_p$ per position
+# {cite}`radford2018improving` (`002` eq. 21); the handwritten notes list this option first and
+# add, in brackets, "can't extrapolate" {cite}`strabel2023transformers` (`001` section 2). The
+# reason is mechanical: a table has as many rows as the longest training sequence, and row $n$
+# only ever receives a gradient if some training sequence has a token at position $n$.
+
+# %%
+table = torch.randn(32, 16) * 0.02  # (max_len, d): a freshly initialised W_p
+tokens = torch.randn(2, 40, 16)  # (B, L, d): longer than the table
+try:
+    fast.add_position_table(tokens, table)
+except ValueError as err:
+    print("ValueError:", err)
+
+# %% [markdown]
+# The library refuses rather than guess. A model can be given a longer table than it is trained
+# with, and the extrapolation experiment of section 6.9 does exactly that: the rows past the
+# training length stay at their random initial values, and the results show what that is worth.
+#
+# ## 6.6 Relative positions: a change to the logits
+#
+# Relative encodings act inside attention. The handwritten notes list three ways to change the
+# comparison of query $i$ with key $j$ {cite}`strabel2023transformers` (`001` section 2), each
+# using "embeddings for each sequence offset up to some maximum offset":
+#
+# $$\text{(i)}\ \ \alpha(q_i, k_j) = \frac{q_i^\top (k_j + p_{ij})}{\sqrt{d_k}}, \qquad
+# \text{(ii)}\ \ \alpha(q_i, k_j) = \frac{q_i^\top k_j}{\sqrt{d_k}} + p_{ij}, \qquad
+# \text{(iii)}\ \ \alpha(q_i, k_j) = \frac{q_i^\top k_j}{\sqrt{d_k}} + \lambda (i - j),$$
+#
+# with $p_{ij}$ a learned vector in (i), a learned scalar in (ii), and a single scalar $\lambda$ in
+# (iii). In all three, $p_{ij}$ depends on the offset $j - i$ only. Shaw et al. make "up to some
+# maximum offset" precise {cite}`shaw2018self`: offsets are **clipped** to $[-K, K]$, so a table
+# of $2K + 1$ entries covers every distance, and all offsets beyond $K$ share one entry.
+
+# %%
+print(relative_offsets(6, max_offset=2))  # (L, L): clip(j - i, -2, 2)
+
+# %% [markdown]
+# Row $i$ is the query, column $j$ the key; negative offsets look back. With $K = 2$, the key
+# five places back is treated like the one two places back. Variant (ii) is a lookup of this
+# table in a vector of $2K+1$ learned scalars, one per head; variant (i) (Shaw et al.'s key term)
+# is the same lookup in a table of $2K + 1$ *vectors*, dotted with the query. Shaw et al. also add
+# a second table to the values, $z_i = \sum_j \alpha_{ij}(v_j + a^V_{ij})$; the library has both
+# terms (`relative_key_logits`, `relative_value_term`).
+
+# %%
+K_clip, d_k = 2, 4
+q_rel = rng.standard_normal((6, d_k))  # (L, d_k): one query per position
+rel_keys = rng.standard_normal((2 * K_clip + 1, d_k))  # (2K+1, d_k): a^K for offsets -2..2
+S_i = ref.relative_key_logits(q_rel, rel_keys)  # (L, L): q_i . a^K_clip(j-i)
+by_hand = q_rel[4] @ rel_keys[0]  # query 4, key 0: offset -4, clipped to -2 (row 0)
+assert np.isclose(S_i[4, 0], by_hand)
+values = np.array([-1.0, -0.5, 0.0, 0.2, 0.4])  # (2K+1,): variant (ii)'s scalars
+S_ii = ref.relative_bias(values, 6)  # (L, L)
+print(S_ii)
+
+# %% [markdown]
+# Variant (iii), with a **fixed** slope per head instead of a learned one, is **ALiBi**
+# {cite}`press2022train`: head $h$ adds $-m_h (i - j)$, a penalty that grows linearly with the
+# distance back, with slopes $m_h$ forming the geometric sequence $2^{-8/H}, 2^{-16/H}, \dots,
+# 2^{-8}$ for $H$ heads. Steep heads look only at the last few tokens, shallow heads far back.
+
+# %%
+slopes = alibi_slopes(8)
+print("ALiBi slopes for 8 heads:", slopes)
+assert slopes == [2.0**-n for n in range(1, 9)]
+alibi = ref.alibi_bias(np.array(slopes), 6)  # (8, L, L): one bias matrix per head
+print(alibi[0])
+
+# %% [markdown]
+# Above the diagonal the ALiBi bias is positive, but in a causal model those entries are masked,
+# so only the penalties below the diagonal matter. A picture of the three kinds of term, each a
+# $12 \times 12$ matrix added to the logits:
+
+# %%
+L12 = 12
+terms = {
+    "(i) q_i . a_clip(j-i), K = 3": ref.relative_key_logits(
+        rng.standard_normal((L12, 4)), rng.standard_normal((7, 4))
+    ),
+    "(ii) learned scalar, K = 3": ref.relative_bias(np.linspace(-1, 1, 7), L12),
+    "(iii) ALiBi, m = 1/4": ref.alibi_bias(np.array([0.25]), L12)[0],
+}
+fig, axes = plt.subplots(1, 3, figsize=(13, 3.8))
+for ax, (title, term) in zip(axes, terms.items(), strict=True):
+    heatmap(ax, term, title=title, xlabel="key j", ylabel="query i", cmap="RdBu")
+fig.suptitle("Relative position terms added to the attention logits")
+fig.tight_layout()
+plt.show()
+
+# %% [markdown]
+# Variant (ii) is constant along each diagonal (one value per offset) and, past $\pm K$, constant
+# altogether: the flat corners. Variant (i) also changes along a diagonal, because every query
+# dots its own vector with the table, but within a row the clipping shows as the same flat ends.
+# ALiBi is a plane through the diagonal.
+#
+# All of these plug into chapter 4's attention through its `bias` argument, which is added after
+# the $1/\sqrt{d_k}$ scaling (so variant (i)'s term is passed divided by $\sqrt{d_k}$). PyTorch's
+# fused attention accepts the same thing as a float mask; the two agree:
+
+# %%
+B, H, Lq, dh = 2, 8, 12, 16
+qt, kt, vt = torch.randn(3, B, H, Lq, dh, dtype=torch.float64)  # (B, h, L, d_h) each
+causal = attn.causal_mask(Lq)  # (L, L), True = may attend
+alibi_t = fast.alibi_bias(torch.tensor(slopes, dtype=torch.float64), Lq)  # (h, L, L)
+ours = attn.scaled_dot_product_attention(qt, kt, vt, mask=causal, bias=alibi_t)  # (B, h, L, d_h)
+theirs = torch.nn.functional.scaled_dot_product_attention(
+    qt, kt, vt, attn_mask=alibi_t.masked_fill(~causal, float("-inf"))
+)
+torch.testing.assert_close(ours, theirs)
+
+# %% [markdown]
+# ## 6.7 The Music Transformer's relative logits, and skewing
+#
+# Section 12 of the notes turns to relative attention as the Music Transformer computes it
+# {cite}`strabel2023transformers,huang2018music`: a table $E^r \in \mathbb{R}^{L \times d}$ with
+# one vector per offset $-(L-1), \dots, -1, 0$ (no clipping, past only, as in a causal model),
+# and an extra logit term $S^{rel}_{ij} = q_i \cdot E^r_{j - i}$. Written out, that asks for a
+# tensor $R \in \mathbb{R}^{L \times L \times d}$ with $R_{ij} = E^r_{j - i}$, and then one dot
+# product per $(i, j)$: $O(L^2 d)$ memory. The notes do not say which row of $E^r$ holds which
+# offset; the convention the skewing steps need is **row $r$ holds offset $r - (L - 1)$**, so
+# the last row is offset 0.
+
+# %%
+L4, d4 = 4, 3
+q4 = rng.integers(-3, 4, (L4, d4)).astype(float)  # (L, d): small integers, exact arithmetic
+E4 = rng.integers(-3, 4, (L4, d4)).astype(float)  # (L, d): rows = offsets -3, -2, -1, 0
+naive = ref.relative_logits_naive(q4, E4)  # builds R (L, L, d) explicitly
+assert naive[3, 1] == q4[3] @ E4[1 - 3 + L4 - 1]  # query 3, key 1: offset -2 is row 1
+print(naive)
+
+# %% [markdown]
+# This is variant (i)'s term restricted to the past, with $K = L - 1$ (so nothing is clipped).
+# Huang et al.'s observation is that every number needed is already in the $L \times L$ product
+# $A = Q E^{r\top}$, where $A_{ir} = q_i \cdot E^r_r$; the entries are only in the wrong place.
+# Row $i$ needs $A_{i,\, j - i + L - 1}$ in column $j$: a shift of row $i$ by $L - 1 - i$ places.
+# Algorithm 1 of the notes performs all these shifts at once with a pad and a reshape
+# (`002` section 12; 1-based indices as printed):
+#
+# 1. $A \leftarrow X E^{r\top}$;
+# 2. $M$: $m_{ij} = 1$ for $i \ge j$, $0$ for $i < j$;
+# 3. $A \leftarrow A \odot M$;
+# 4. $B \in \mathbb{R}^{L \times (L+1)}$: a zero column, then $A$ ($b_{i1} = 0$, $b_{ij} = a_{i,j-1}$);
+# 5. $V \leftarrow \operatorname{vec}(B^\top)$, the rows of $B$ one after another;
+# 6. $C \in \mathbb{R}^{(L+1) \times L}$: $c_{ij} = V_{(i-1)L + j}$ for $i \le L$, $j \le L$;
+# 7. $D$: $d_{ij} = c_{i+1, j}$, i.e. drop the first row of $C$; return $D$.
+#
+# Steps 4 to 7 are the trick: reading $L(L+1)$ numbers $L$ at a time instead of $L + 1$ at a time
+# shifts each row one place further than the row above. Run the steps as printed and compare:
+
+# %%
+printed = algorithm1_steps(q4, E4, mask="as printed")
+print("D as printed (lower triangle):\n", np.tril(printed["D"]) + 0.0)  # + 0.0: no -0.0
+wrong_rows = np.nonzero((np.tril(printed["D"]) != naive).any(axis=1))[0]
+print("rows that differ from the naive logits:", wrong_rows)
+np.testing.assert_array_equal(wrong_rows, np.arange(L4 - 1))  # all rows but the last
+
+# %% [markdown]
+# Wrong in every row but the last. The culprit is the mask of step 2. Row $i$ uses
+# columns $L - i, \dots, L$ of $A$ (1-based): the *right-hand* end of the row, offsets
+# $-(i-1), \dots, 0$. The printed mask keeps the *lower-left* triangle $i \ge j$ instead, which
+# throws away offset 0 for every query but the last. The mask that fits steps 4-7 keeps the
+# lower-right triangle, $m_{ij} = 1$ for $i + j \ge L + 1$ (0-based: $i + j \ge L - 1$): the
+# entries that hold offsets a query can actually see {cite}`huang2018music`. (Reversing the
+# order of $E^r$ does not rescue the printed mask: the test suite checks that too.) With the
+# corrected mask the algorithm is exact, and its upper triangle comes out as zeros:
+
+# %%
+steps = algorithm1_steps(q4, E4)  # the corrected mask
+np.testing.assert_array_equal(steps["D"], naive)  # bit for bit
+np.testing.assert_array_equal(ref.relative_logits_skewed(q4, E4), naive)
+assert steps["V"].size == L4 * (L4 + 1) == steps["C"].shape[0] * L4  # C has L + 1 rows
+fig, axes = plt.subplots(1, 4, figsize=(13, 3.2), gridspec_kw={"width_ratios": [4, 5, 4, 4]})
+panels = [
+    (steps["A_masked"], "steps 1-3: A = Q E_r^T, masked", "column r (offset r - 3)"),
+    (steps["B"], "step 4: B, a zero column first", "column"),
+    (steps["C"], "steps 5-6: C, read L at a time", "column"),
+    (steps["D"], "step 7: D, the first row dropped", "key j"),
+]
+for ax, (m, title, xlabel) in zip(axes, panels, strict=True):
+    heatmap(
+        ax,
+        m + 0.0,  # + 0.0 turns the -0.0 of masked negative entries into 0.0
+        title=title,
+        xlabel=xlabel,
+        ylabel="row",
+        annotate=True,
+        fmt="{:.0f}",
+        colorbar=False,
+    )
+fig.suptitle("Skewing (Algorithm 1, corrected mask) on a 4 x 4 example: no (L, L, d) tensor")
+fig.tight_layout()
+plt.show()
+
+# %% [markdown]
+# Follow a value: the diagonal of $D$ (offset 0) is the last column of $A$, and the first column
+# of $D$'s last row is the first column of $A$'s last row. Step 6 has a second, smaller slip: its
+# index range says $i \le L$, but $C$ must have the $L + 1$ rows its stated shape promises, since
+# step 7 reads row $L + 1$; the assertion above checks the count.
+#
+# The equality is exact for any $L$ and $d$ in float64 (the test suite checks many sizes, and
+# on random reals the two agree to rounding). What the trick buys is memory: the naive method
+# holds $L^2 d$ numbers in $R$, skewing holds the $L \times (L+1)$ padded logits and nothing
+# larger. For one head with $d = 64$ in float32:
+
+# %%
+for n in (256, 1024, 4096):
+    naive_mb = n * n * 64 * 4 / 2**20  # R: (L, L, d)
+    skew_mb = n * (n + 1) * 4 / 2**20  # padded logits: (L, L + 1)
+    print(f"L = {n:5d}: naive R {naive_mb:9.1f} MB   skewing {skew_mb:6.1f} MB")
+assert math.isclose(4096 * 4096 * 64 * 4 / 2**30, 4.0)  # 4 GiB per head at L = 4096
+
+# %% [markdown]
+# $O(L^2 d)$ against $O(L^2)$ for the logits that attention needs anyway: beyond those, skewing
+# needs only the $L \times d$ table itself, the intermediate memory "linear in the sequence
+# length" that the paper claims {cite}`huang2018music`. At $L = 4096$ the naive tensor is 4 GiB
+# for a single head of a single sequence. `benchmarks/positions.py` measures time and peak
+# memory on the CPU; the table is in the closing note of this chapter. The PyTorch side, batched
+# over sequences and heads, agrees with its naive twin and with the reference (the test suite
+# also compares their gradients):
+
+# %%
+device = get_device()
+qb = torch.randn(2, 8, 64, 16, dtype=torch.float64, device=device)  # (B, h, L, d_h)
+Eb = torch.randn(64, 16, dtype=torch.float64, device=device)  # (L, d_h), shared by heads
+torch.testing.assert_close(fast.relative_logits_skewed(qb, Eb), fast.relative_logits_naive(qb, Eb))
+np.testing.assert_allclose(
+    fast.relative_logits_skewed(qb, Eb).cpu().numpy(),
+    ref.relative_logits_skewed(qb.cpu().numpy(), Eb.cpu().numpy()),
+    atol=1e-12,
+)
+
+# %% [markdown]
+# ## 6.8 Rotary embeddings
+#
+# RoFormer, on the notes' list of papers still to cover, moves the rotation of section 6.4 from
+# the input to the queries and keys {cite}`su2021roformer`. Each pair of coordinates $(2i, 2i+1)$
+# of the query at position $m$ is rotated by the angle $m w_i$, with the frequencies of eq. (19);
+# keys likewise. Since rotations compose and preserve dot products,
+#
+# $$\operatorname{rot}(q, m) \cdot \operatorname{rot}(k, n) = q \cdot \operatorname{rot}(k, n - m),$$
+#
+# so the score depends on the two positions only through their offset, with no table, no
+# clipping and nothing added to the logits.
+
+# %%
+q_vec, k_vec = rng.standard_normal((2, 1, 16))  # one query and one key, (1, d)
+scores = []
+for shift in (0, 1, 10, 1000):  # move both tokens by the same amount
+    rq = ref.rotary_embedding(q_vec, np.array([5 + shift]))
+    rk = ref.rotary_embedding(k_vec, np.array([2 + shift]))
+    scores.append(float(rq[0] @ rk[0]))
+print("score at positions (5, 2) shifted by 0, 1, 10, 1000:", np.round(scores, 6))
+np.testing.assert_allclose(scores, scores[0], rtol=1e-10)
+
+# %% [markdown]
+# A shift of both positions by a thousand leaves the score unchanged. Two more facts, both
+# checked: a rotation keeps lengths, so rotary embeddings never change the size of a query; and
+# rotating the constant pair $(1, 0)$ gives back the sinusoidal table (cosine first, then sine):
+# rotary embeddings are the sinusoidal idea applied multiplicatively, where it acts on the logit
+# directly.
+
+# %%
+xq = rng.standard_normal((6, 16))  # (L, d)
+np.testing.assert_allclose(
+    np.linalg.norm(ref.rotary_embedding(xq), axis=1), np.linalg.norm(xq, axis=1)
+)
+pair = np.tile([1.0, 0.0], (10, 8))  # (L, d): every pair is (1, 0)
+swap = np.arange(16) ^ 1  # exchange columns 2i and 2i+1
+np.testing.assert_allclose(
+    ref.rotary_embedding(pair)[:, swap], ref.sinusoidal_encoding(10, 16), atol=1e-12
+)
+xt = torch.randn(2, 4, 10, 16)  # (B, h, L, d_h)
+torch.testing.assert_close(  # float32 on the PyTorch side: compared at float32 tolerance
+    fast.rotary_embedding(xt), torch.from_numpy(ref.rotary_embedding(xt.numpy())).float()
+)
+
+# %% [markdown]
+# ## 6.9 Train short, test long
+#
+# Which of these encodings lets a model handle longer sequences than it was trained on? We
+# trained ten tiny causal Transformers (one block, $d = 32$, 4 heads, 600 steps of Adam, a few
+# seconds each on one CPU thread) at length $L = 32$ with five position schemes (none, sinusoidal,
+# learned, ALiBi, rotary) on two synthetic tasks, and evaluate them at $2L$ and $4L$:
+#
+# - **lag**: random tokens; at every position, output the token three places back. This needs an
+#   exact relative lookup: attend to the key at offset $-3$, whatever the tokens are.
+# - **recent**: four of the 16 token types are *markers* (each position holds one with
+#   probability 0.15); at every position, output the most recent marker. This needs content
+#   (find the markers) plus a preference for the nearest one.
+#
+# Training the ten models takes about a minute, too long for this notebook, so
+# `python -m course_lib.positions_models` trains them with fixed seeds and ships the weights
+# and evaluation in `data/` (described in `data/README.md`); a test retrains one of them and
+# checks that it comes out the same. Here we load the weights and evaluate them afresh on 256
+# new sequences of length $4L = 128$.
+
+# %%
+cfg, models, recorded = positions_models.load_experiment()
+per_position = {
+    key: positions_models.evaluate(m, key.split("/")[0], cfg) for key, m in models.items()
+}
+summary = {key: positions_models.summarise(acc, cfg) for key, acc in per_position.items()}
+print(f"{'task':<8}{'scheme':<12}" + "".join(f"{'acc @ ' + str(n):>12}" for n in cfg.eval_lens))
+for key, s in summary.items():
+    task, scheme = key.split("/")
+    print(f"{task:<8}{scheme:<12}" + "".join(f"{s[n]:>12.3f}" for n in cfg.eval_lens))
+    for n in cfg.eval_lens:  # the same numbers the training script recorded
+        assert abs(s[n] - recorded["runs"][key]["summary"][str(n)]) < 1e-3
+
+# %% [markdown]
+# Each accuracy is the mean over all positions of a sequence of that length (a causal model's
+# prediction at position $t$ is the same whether the sequence stops at $t$ or goes on). The
+# figure shows where it breaks:
+
+# %%
+fig, axes = plt.subplots(1, 2, figsize=(13, 4), sharey=True)
+for ax, task in zip(axes, cfg.tasks, strict=True):
+    for colour, scheme in zip(PALETTE, cfg.schemes, strict=False):
+        curve = per_position[f"{task}/{scheme}"].numpy()  # (128,)
+        ax.plot(np.arange(len(curve)), curve, color=colour, lw=1.3, label=scheme)
+    ax.axvline(cfg.train_len, color="black", ls="--", lw=1)
+    ax.text(cfg.train_len + 1, 0.05, "training length", fontsize=9)
+    ax.set_title(f"task '{task}'")
+    ax.set_xlabel("position in the sequence")
+axes[0].set_ylabel("accuracy at that position")
+axes[0].legend(loc="upper right")  # the empty corner
+fig.suptitle("Trained at length 32, evaluated at length 128")
+fig.tight_layout()
+plt.show()
+
+# %%
+acc = {k: {n: round(v, 3) for n, v in s.items()} for k, s in summary.items()}
+assert acc["lag/learned"][32] > 0.99 and acc["lag/learned"][128] < 0.35  # perfect, then lost
+assert all(acc[f"{t}/alibi"][128] > acc[f"{t}/alibi"][32] - 0.05 for t in cfg.tasks)  # flat
+assert acc["lag/alibi"][32] < 0.5 and acc["recent/alibi"][128] > 0.95  # depends on the task
+assert acc["recent/rotary"][64] > acc["recent/sinusoidal"][64]  # rotary holds on longer
+
+# %% [markdown]
+# What to notice:
+#
+# - **No positions** fails the lag task everywhere: the causal mask alone is not enough to find
+#   "three back".
+# - **Learned** tables are perfect up to position 31 and at chance (1 in 16) from position 32 on,
+#   abruptly: those rows of the table were never trained, which is what "can't extrapolate"
+#   means (`001`).
+# - **Sinusoidal** and **rotary** are perfect in training and degrade beyond it. Rotary holds on
+#   for a few more positions and then drops to chance on the lag task; sinusoidal declines more
+#   gradually. Both are defined at every position, but the model only learned to use the ones it
+#   saw; for rotary, queries meet keys at offsets larger than any seen in training.
+# - **ALiBi** is flat: whatever it does at length 32 it does at 128, because its bias only sees
+#   offsets, and far keys are penalised. But on the lag task it never learns at all: a penalty
+#   that grows with distance can prefer *near* keys, not *the key exactly three back*. ALiBi was
+#   designed for language modelling {cite}`press2022train`, where "recent" is what matters, and
+#   on the 'recent' task it is the only scheme that extrapolates.
+#
+# No encoding wins everywhere, and "can be computed at any position" (sinusoidal, rotary) is not
+# the same as "works at any position". Where does rotary's lag model break? Its attention on the
+# correct key, three back, as a function of the query position:
+
+# %%
+x_eval, _ = positions_models.eval_batch("lag", cfg)
+fig, ax = new_axes(
+    "Attention on the key three back (best head), lag task",
+    "query position",
+    "mean attention weight",
+    figsize=(7.5, 3.8),
+)
+t = torch.arange(3, cfg.max_len)  # query positions with a target
+for scheme, colour in (("sinusoidal", PALETTE[1]), ("learned", PALETTE[2]), ("rotary", PALETTE[4])):
+    w = positions_models.attention_maps(models[f"lag/{scheme}"], x_eval[:64])[0]  # (B, h, L, L)
+    on_target = w[:, :, t, t - 3].mean(0).max(0).values.numpy()  # (L - 3,)
+    ax.plot(t.numpy(), on_target, color=colour, label=scheme)
+ax.axvline(cfg.train_len, color="black", ls="--", lw=1)
+ax.legend()
+fig.tight_layout()
+plt.show()
+
+# %% [markdown]
+# Inside the training length the best head puts most of its weight on the right key; beyond it,
+# the weight drains away to keys at unseen positions (learned, sinusoidal) or unseen offsets
+# (rotary) within a few positions. The experiment is small (one layer, 600 steps) and the
+# numbers would change with more training or other tasks. The part that carries over matches
+# what Press et al. report for language models {cite}`press2022train`: sinusoidal and rotary
+# positions degrade beyond the training length, ALiBi does not.
+#
+# ## 6.10 What the notes get wrong, and what they leave out
+#
+# **The sinusoidal formula of `004`.** Notes `004` print, with $w_k = 1/10000^{2k/d}$,
+#
+# $$p_n^{(i)} = \begin{cases} n \times \sin(w_k) & i = 2k \\ n \times \cos(w_k) & i = 2k + 2. \end{cases}$$
+#
+# Two things are wrong. The position $n$ multiplies the sine instead of sitting inside it (it must
+# be $\sin(n\, w_k)$), and the cosine's index must be $2k + 1$. As printed, the index rule does not
+# even define a vector: column $2k + 2$ is claimed by two cases and the odd columns by none.
+
+# %%
+print("cases claiming each of 8 columns:", printed_case_counts(8))
+literal = sinusoidal_as_printed(np.arange(50), 128)  # as printed: odd columns undefined
+print("undefined entries:", int(np.isnan(literal).sum()), "of", literal.size)
+
+# %% [markdown]
+# Repairing only the index still leaves the position outside: every row is $n$ times the same
+# vector, so all fifty encodings point in one direction and grow without bound. The table has
+# rank 1 (the correct one has rank 29 in floating point, and no two of its rows are parallel),
+# position 0 is the zero vector (so no linear map can send it to position $k$, and the
+# "linear function" property the notes claim fails), and only a vector's length tells positions
+# apart; at $n = 49$ the encoding is 49 times as long as at $n = 1$, and keeps growing.
+
+# %%
+outside = sinusoidal_as_printed(np.arange(50), 128, cos_index="2k+1")  # (50, 128)
+assert np.linalg.matrix_rank(outside) == 1 and not outside[0].any()
+np.testing.assert_allclose(outside, np.arange(50)[:, None] * outside[1])  # row n = n * row 1
+unit = interleaved / np.linalg.norm(interleaved, axis=1, keepdims=True)
+cosines = unit @ unit.T - np.eye(50)  # (50, 50): cosine between different positions
+assert cosines.max() < 0.98  # the correct table: no two positions point the same way
+print(
+    "rank of the printed table:",
+    np.linalg.matrix_rank(outside),
+    " of eq. (19):",
+    np.linalg.matrix_rank(interleaved),
+)
+print(
+    "norm of row 49, printed vs correct:",
+    np.linalg.norm(outside[49]).round(1),
+    "vs",
+    np.linalg.norm(interleaved[49]).round(1),
+)
+fig, axes = plt.subplots(1, 2, figsize=(12, 3.8))
+heatmap(
+    axes[0],
+    outside,
+    title="004 as printed, index fixed: n x sin(w_k), n x cos(w_k)",
+    xlabel="column",
+    ylabel="position n",
+)
+heatmap(
+    axes[1],
+    interleaved,
+    title="Eq. (19): sin(n w_k), cos(n w_k)",
+    xlabel="column",
+    ylabel="position n",
+    cmap="RdBu",
+)
+fig.tight_layout()
+plt.show()
+
+# %% [markdown]
+# The printed version is a ramp: nothing oscillates, unlike the picture of the table that the
+# notes show right after the formula. The correct table's rows all have length
+# $\sqrt{d/2} = 8$.
+#
+# **"No limit to the number of tokens" (`004`).** The sinusoidal table can be computed for any
+# position, but section 6.9 shows that a trained model does not therefore work at positions it
+# never saw: the sinusoidal models lose their accuracy within a few dozen positions of the
+# training length.
+#
+# **Algorithm 1 (`002` section 12, also `000` section 11).** Step 2's mask keeps the wrong
+# triangle for steps 4-7 ($i \ge j$ instead of $i + j \ge L + 1$, 1-based), so the printed
+# algorithm returns wrong logits for every query but the last (section 6.7); step 6's range
+# $i \le L$ must be $i \le L + 1$ to give $C$ the $(L+1) \times L$ shape it states and that step 7
+# reads. Three things are left implicit: which row of $E^r$ holds which offset (the last row is
+# offset 0); that the input is the *queries* $Q = X W^Q$ of one head, not $X$; and that $D$ is
+# added to $Q K^\top$ before the $1/\sqrt{d}$ scaling and the causal mask, which also hides
+# whatever the upper triangle holds {cite}`huang2018music`.
+#
+# **"Invariant" (`003`).** Self-attention is permutation-*equivariant*, not invariant (section
+# 6.1): permuting the input permutes the output.
+#
+# **Variant (iii) of `001`.** A term $\lambda (i - j)$, linear in the *signed* offset, contributes
+# $\lambda i$, which is the same for every key of query $i$ and cancels in the softmax, and
+# $-\lambda j$, a preference for early or late keys by their *absolute* position. It acts as a
+# distance penalty only together with a causal mask, where all keys lie on one side; for
+# bidirectional attention the penalty must be $-m\,|i - j|$ (`alibi_bias(..., symmetric=True)`).
+
+# %%
+qv, kv = rng.standard_normal((2, 7, 4))  # (L, d_k)
+i_idx, j_idx = np.indices((7, 7))
+w_offset = ref_attn.attention_weights(qv, kv, bias=0.7 * (i_idx - j_idx))
+w_key_only = ref_attn.attention_weights(qv, kv, bias=-0.7 * j_idx)
+np.testing.assert_allclose(w_offset, w_key_only, atol=1e-12)
+
+# %% [markdown]
+# Identical weights: without a mask, variant (iii) as written is a bias on the key's absolute
+# position, not on the distance.
+#
+# ## 6.11 Explore the sinusoidal and rotary encodings
+#
+# Choose the encoding, the width, the base of the frequencies (the paper's $10^4$, or smaller to
+# make every column oscillate) and the number of positions. Left: the encoding, one row per
+# position (for rotary, a fixed query rotated to each position). Middle: the similarity of every
+# pair of positions, $PE(m) \cdot PE(n)$ or the rotary score $\operatorname{rot}(q, m) \cdot
+# \operatorname{rot}(k, n)$, constant along diagonals in both cases. Right: one row of it.
+
+# %%
+from course_lib.widgets.positions import explorer
+
+explorer(d_model=32, n_positions=50)
+
+# %% [markdown]
+# Things to try: with a small base every column oscillates and the similarity has many
+# near-repeats (two distant positions look alike); with the paper's base the similarity falls
+# smoothly with distance. With rotary, the row of the similarity is the attention score a fixed
+# query gives a fixed key as the two move apart.
+
+# %% [markdown]
+# ## Exercises
+#
+# Each exercise gives you a function to write and a checker that runs it against the
+# reference on several inputs, including edge cases, and tells you what is wrong. Replace the
+# body of the stub and run the cell. Solutions are folded below each exercise (on the website)
+# or in cells tagged `solution` (in the notebook).
+#
+# ```{exercise} The sinusoidal table
+# :label: ex-positions-sinusoidal
+#
+# Write `sinusoidal_table(num_positions, d_model)` returning the $(\text{num\_positions},
+# d_\text{model})$ table of eq. (19) for positions $0, 1, \dots$, in the paper's interleaved
+# layout (sine in even columns, cosine in odd ones), with NumPy only. $d_\text{model}$ is even.
+# ```
+
+
+# %%
+def sinusoidal_table(num_positions, d_model):
+    raise NotImplementedError  # your code here
+
+
+check.sinusoidal_table(sinusoidal_table)
+
+# %% [markdown] tags=["solution"]
+# ```{solution-start} ex-positions-sinusoidal
+# :class: dropdown
+# ```
+
+
+# %% tags=["solution"]
+def sinusoidal_table(num_positions, d_model):
+    pos = np.arange(num_positions)[:, None]  # (L, 1)
+    w = 10000.0 ** (-np.arange(0, d_model, 2) / d_model)  # (d/2,): w_i = 10000^(-2i/d)
+    table = np.empty((num_positions, d_model))
+    table[:, 0::2] = np.sin(pos * w)  # the position inside the sine
+    table[:, 1::2] = np.cos(pos * w)  # and the cosine in column 2i + 1
+    return table
+
+
+check.sinusoidal_table(sinusoidal_table, require=True)
+
+# %% [markdown] tags=["solution"]
+# ```{solution-end}
+# ```
+
+# %% [markdown]
+# ```{exercise} Rotary embeddings
+# :label: ex-positions-rotary
+#
+# Write `apply_rotary(x, positions)` for $x$ of shape $(L, d)$ ($d$ even) and integer positions
+# of shape $(L,)$: rotate each pair $(x_{m,2i}, x_{m,2i+1})$ of row $m$ counter-clockwise by the
+# angle $\text{positions}[m] \cdot 10000^{-2i/d}$. Then check, with your function, that the score
+# of a query at position 9 and a key at position 4 equals that of positions 105 and 100.
+# ```
+
+
+# %%
+def apply_rotary(x, positions):
+    raise NotImplementedError  # your code here
+
+
+check.rotary(apply_rotary)
+
+# %% [markdown] tags=["solution"]
+# ```{solution-start} ex-positions-rotary
+# :class: dropdown
+# ```
+
+
+# %% tags=["solution"]
+def apply_rotary(x, positions):
+    x = np.asarray(x, dtype=float)
+    d = x.shape[1]
+    w = 10000.0 ** (-np.arange(0, d, 2) / d)  # (d/2,)
+    angle = np.asarray(positions, dtype=float)[:, None] * w  # (L, d/2)
+    a, b = x[:, 0::2], x[:, 1::2]  # the two members of each pair
+    out = np.empty_like(x)
+    out[:, 0::2] = a * np.cos(angle) - b * np.sin(angle)
+    out[:, 1::2] = a * np.sin(angle) + b * np.cos(angle)
+    return out
+
+
+qx, kx = rng.standard_normal((2, 1, 8))
+s1 = apply_rotary(qx, [9])[0] @ apply_rotary(kx, [4])[0]
+s2 = apply_rotary(qx, [105])[0] @ apply_rotary(kx, [100])[0]
+assert np.isclose(s1, s2)
+check.rotary(apply_rotary, require=True)
+
+# %% [markdown] tags=["solution"]
+# ```{solution-end}
+# ```
+
+# %% [markdown]
+# ```{exercise} The skewing step
+# :label: ex-positions-skew
+#
+# Write `skew_logits(A)` that turns $A = Q E^{r\top}$ of shape $(L, L)$ (row $r$ of $E^r$ holds
+# offset $r - (L-1)$) into the relative logits $D$ with $D_{ij} = A_{i,\,j-i+L-1}$ for $j \le i$
+# and zeros above the diagonal, using only a mask, `np.pad`, `reshape` and slicing: steps 2-7 of
+# Algorithm 1 with the corrected mask. No loops over $i$ or $j$.
+# ```
+
+
+# %%
+def skew_logits(A):
+    raise NotImplementedError  # your code here
+
+
+check.skew_step(skew_logits)
+
+# %% [markdown] tags=["solution"]
+# ```{solution-start} ex-positions-skew
+# :class: dropdown
+# ```
+
+
+# %% tags=["solution"]
+def skew_logits(A):
+    A = np.asarray(A, dtype=float)
+    L = A.shape[0]
+    i, r = np.indices((L, L))
+    masked = A * (i + r >= L - 1)  # step 2 corrected: keep the lower-right triangle
+    B = np.pad(masked, ((0, 0), (1, 0)))  # step 4: (L, L + 1), a zero column first
+    C = B.reshape(L + 1, L)  # steps 5-6: the same numbers, L at a time
+    return C[1:]  # step 7: drop the first row
+
+
+check.skew_step(skew_logits, require=True)
+
+# %% [markdown] tags=["solution"]
+# ```{solution-end}
+# ```
+
+# %% [markdown]
+# ## Summary
+#
+# - Self-attention is permutation-equivariant: without positions, order is invisible.
+# - Absolute encodings join a position vector to each token. Concatenating a one-hot position and
+#   projecting equals adding a learned table; a learned table has no rows beyond its training
+#   length, so it cannot extrapolate.
+# - The sinusoidal table (eq. 19) puts the position inside sines and cosines of geometrically
+#   spaced frequencies; shifting the position by $k$ is a fixed rotation $M_k$, and dot products
+#   of encodings depend on the offset only.
+# - Relative encodings change the logits: a vector per clipped offset added to the key (Shaw et
+#   al.), a scalar per clipped offset, or a linear penalty with a fixed slope per head (ALiBi).
+# - The Music Transformer's relative logits need an $(L, L, d)$ tensor if computed naively;
+#   skewing gets them from $QE^{r\top}$ with a pad and a reshape. The notes' Algorithm 1 masks the
+#   wrong triangle and gives step 6 the wrong range; with the corrected mask it is exact.
+# - Rotary embeddings rotate queries and keys so that scores depend on the offset only.
+# - Trained at length 32: learned tables fail at once beyond it, sinusoidal and rotary degrade,
+#   ALiBi is flat but cannot do exact lookups. No scheme wins on every task.
+# - Notes `004`'s sinusoidal formula is wrong twice (position outside the sine, cosine index
+#   $2k+2$); the printed version has rank 1.
+#
+# **Closing note: the two tables of this chapter.** The extrapolation experiment (section 6.9,
+# mean accuracy over all positions of a sequence of the given length; trained at 32):
+#
+# | task | none | sinusoidal | learned | ALiBi | rotary |
+# | --- | --- | --- | --- | --- | --- |
+# | lag, $L$ = 32 | 0.203 | 1.000 | 1.000 | 0.410 | 1.000 |
+# | lag, $2L$ = 64 | 0.161 | 0.608 | 0.507 | 0.383 | 0.616 |
+# | lag, $4L$ = 128 | 0.133 | 0.352 | 0.281 | 0.361 | 0.333 |
+# | recent, $L$ = 32 | 0.751 | 0.994 | 0.999 | 0.979 | 1.000 |
+# | recent, $2L$ = 64 | 0.654 | 0.762 | 0.748 | 0.974 | 0.844 |
+# | recent, $4L$ = 128 | 0.559 | 0.542 | 0.553 | 0.973 | 0.621 |
+#
+# The relative-logit benchmark (`python -m benchmarks.run positions`: one head, $d = 64$,
+# float32, one CPU thread, on the course's 2-core build machine; peak memory above the inputs):
+#
+# | $L$ | naive: time (ms) | naive: peak (MB) | skewing: time (ms) | skewing: peak (MB) |
+# | --- | --- | --- | --- | --- |
+# | 256 | 7.6 | 17.7 | 0.36 | 1.3 |
+# | 512 | 63.8 | 69.1 | 4.8 | 4.4 |
+# | 1024 | 306 | 276 | 16.3 | 17.4 |
+# | 2048 | 1700 | 1104 | 49.8 | 52.6 |
+# | 4096 | 8912 | 4417 | 662 | 209 |
+#
+# Skewing is 13 to 34 times faster at every length and its peak is 14 to 21 times lower: the
+# naive peak follows $L^2 d$ (4.3 GB at $L = 4096$), skewing's follows $L^2$ (a few copies of
+# the $L \times L$ logits). The times were taken on a shared machine and vary from run to run;
+# the ratios, and the target of the issue (less memory everywhere, faster from $L = 1024$), hold.
+#
+# ## References
+#
+# - G. Strabel, *Transformers*, lecture notes, 2023, sections 3 and 12, and the slides and notes
+#   that accompany them {cite}`strabel2023transformers`.
+# - A. Vaswani et al., "Attention is all you need", 2017 {cite}`vaswani2017attention`.
+# - A. Radford et al., "Improving language understanding by generative pre-training", 2018
+#   {cite}`radford2018improving`.
+# - P. Shaw, J. Uszkoreit and A. Vaswani, "Self-attention with relative position
+#   representations", 2018 {cite}`shaw2018self`.
+# - C.-Z. A. Huang et al., "Music Transformer: generating music with long-term structure", 2018
+#   {cite}`huang2018music`.
+# - O. Press, N. A. Smith and M. Lewis, "Train short, test long: attention with linear biases
+#   enables input length extrapolation", 2022 {cite}`press2022train`.
+# - J. Su et al., "RoFormer: enhanced Transformer with rotary position embedding", 2021
+#   {cite}`su2021roformer`.
+#
+# The full bibliography of the course is on the [References](../book/references.md) page.
