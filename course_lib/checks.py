@@ -14,6 +14,8 @@ ValueError: X must have 2 dimensions, got shape (2,)
 
 from __future__ import annotations
 
+import math
+import numbers
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -227,3 +229,44 @@ def check_choice(value: Any, name: str, choices: Iterable[str]) -> str:
         listed = ", ".join(repr(c) for c in options)
         raise ValueError(f"{name} must be one of {listed}; got {value!r}")
     return value
+
+
+def check_attention_scale(scale: Any, d_k: int) -> float:
+    """The scale on attention logits: ``1/sqrt(d_k)`` by default, else a positive finite number.
+
+    >>> check_attention_scale(None, 16)
+    0.25
+    >>> check_attention_scale(-1.0, 16)
+    Traceback (most recent call last):
+    ...
+    ValueError: scale must be a positive finite number, got -1.0
+    """
+    if scale is None:
+        return 1.0 / math.sqrt(d_k)
+    if isinstance(scale, bool) or not isinstance(scale, numbers.Real):
+        raise TypeError(f"scale must be a number or None, got {scale!r}")
+    if not math.isfinite(scale) or scale <= 0:
+        raise ValueError(f"scale must be a positive finite number, got {scale}")
+    return float(scale)
+
+
+def check_broadcasts_to(shape: Sequence[int], target: Sequence[int], name: str) -> None:
+    """Raise unless an array of ``shape`` broadcasts to the attention logits' ``target`` shape
+    without enlarging it.
+
+    >>> check_broadcasts_to((1, 3), (2, 4, 3), "mask")
+    >>> check_broadcasts_to((2, 3), (4, 3), "mask")
+    Traceback (most recent call last):
+    ...
+    ValueError: mask of shape (2, 3) does not broadcast to the attention logits of shape (4, 3) (..., L_q, L_k): each of its dimensions, aligned from the right, must be 1 or equal the logits' dimension
+    """
+    try:
+        ok = np.broadcast_shapes(tuple(shape), tuple(target)) == tuple(target)
+    except ValueError:
+        ok = False
+    if not ok:
+        raise ValueError(
+            f"{name} of shape {fmt_shape(shape)} does not broadcast to the attention logits of "
+            f"shape {fmt_shape(target)} (..., L_q, L_k): each of its dimensions, aligned from the "
+            "right, must be 1 or equal the logits' dimension"
+        )

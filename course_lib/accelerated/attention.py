@@ -16,14 +16,20 @@ and reshapes (:func:`split_heads`), instead of looping over the h per-head matri
 
 from __future__ import annotations
 
-import math
-import numbers
 from typing import Any
 
 import torch
 
 from course_lib.accelerated.softmax import softmax
-from course_lib.checks import as_tensor, check_int, fmt_shape, matmul_shapes, same_device_and_dtype
+from course_lib.checks import (
+    as_tensor,
+    check_attention_scale,
+    check_broadcasts_to,
+    check_int,
+    fmt_shape,
+    matmul_shapes,
+    same_device_and_dtype,
+)
 
 __all__ = [
     "attention_per_query",
@@ -39,29 +45,6 @@ __all__ = [
 
 
 # ----------------------------------------------------------------------------- input checks
-def _check_scale(scale: Any, d_k: int) -> float:
-    if scale is None:
-        return 1.0 / math.sqrt(d_k)
-    if isinstance(scale, bool) or not isinstance(scale, numbers.Real):
-        raise TypeError(f"scale must be a number or None, got {scale!r}")
-    if not math.isfinite(scale) or scale <= 0:
-        raise ValueError(f"scale must be a positive finite number, got {scale}")
-    return float(scale)
-
-
-def _check_broadcasts_to(shape: tuple[int, ...], target: tuple[int, ...], name: str) -> None:
-    try:
-        ok = tuple(torch.broadcast_shapes(shape, target)) == tuple(target)
-    except RuntimeError:
-        ok = False
-    if not ok:
-        raise ValueError(
-            f"{name} of shape {fmt_shape(shape)} does not broadcast to the attention logits of "
-            f"shape {fmt_shape(target)} (..., L_q, L_k): each of its dimensions, aligned from the "
-            "right, must be 1 or equal the logits' dimension"
-        )
-
-
 def _as_mask(mask: Any, target: tuple[int, ...], like: torch.Tensor) -> torch.Tensor | None:
     if mask is None:
         return None
@@ -72,7 +55,7 @@ def _as_mask(mask: Any, target: tuple[int, ...], like: torch.Tensor) -> torch.Te
             f"mask must be boolean (True = may attend), got dtype {mask.dtype}; "
             "for an additive float mask pass it as bias"
         )
-    _check_broadcasts_to(tuple(mask.shape), target, "mask")
+    check_broadcasts_to(tuple(mask.shape), target, "mask")
     if mask.device != like.device:
         raise ValueError(f"mask is on {mask.device} but the inputs are on {like.device}")
     return mask
@@ -83,7 +66,7 @@ def _as_bias(bias: Any, target: tuple[int, ...], like: torch.Tensor) -> torch.Te
         return None
     bias = as_tensor(bias, "bias")
     same_device_and_dtype(q=like, bias=bias)
-    _check_broadcasts_to(tuple(bias.shape), target, "bias")
+    check_broadcasts_to(tuple(bias.shape), target, "bias")
     return bias
 
 
@@ -116,7 +99,7 @@ def _qkv(q: Any, k: Any, v: Any):
 def _logits(q, k, mask, bias, scale, logits_shape) -> torch.Tensor:
     mask = _as_mask(mask, logits_shape, q)
     bias = _as_bias(bias, logits_shape, q)
-    scale = _check_scale(scale, q.shape[-1])
+    scale = check_attention_scale(scale, q.shape[-1])
     logits = (q * scale) @ k.transpose(-2, -1)  # (..., L_q, L_k)
     if bias is not None:
         logits = logits + bias
@@ -205,7 +188,7 @@ def attention_per_query(
     q, k, v, logits_shape = _qkv(q, k, v)
     mask = _as_mask(mask, logits_shape, q)
     bias = _as_bias(bias, logits_shape, q)
-    scale = _check_scale(scale, q.shape[-1])
+    scale = check_attention_scale(scale, q.shape[-1])
     batch, L_q = logits_shape[:-2], logits_shape[-2]
     q = q.expand(*batch, *q.shape[-2:])
     rows = []

@@ -28,13 +28,18 @@ Everything is computed in float64.
 from __future__ import annotations
 
 import itertools
-import math
-import numbers
 from typing import Any
 
 import numpy as np
 
-from course_lib.checks import as_array, check_int, fmt_shape, matmul_shapes
+from course_lib.checks import (
+    as_array,
+    check_attention_scale,
+    check_broadcasts_to,
+    check_int,
+    fmt_shape,
+    matmul_shapes,
+)
 from course_lib.reference.softmax import softmax
 
 __all__ = [
@@ -51,31 +56,6 @@ __all__ = [
 
 
 # ----------------------------------------------------------------------------- input checks
-def _check_scale(scale: Any, d_k: int) -> float:
-    """The scale on the logits: ``1/sqrt(d_k)`` by default, else a positive finite number."""
-    if scale is None:
-        return 1.0 / math.sqrt(d_k)
-    if isinstance(scale, bool) or not isinstance(scale, numbers.Real):
-        raise TypeError(f"scale must be a number or None, got {scale!r}")
-    if not math.isfinite(scale) or scale <= 0:
-        raise ValueError(f"scale must be a positive finite number, got {scale}")
-    return float(scale)
-
-
-def _check_broadcasts_to(shape: tuple[int, ...], target: tuple[int, ...], name: str) -> None:
-    """Raise unless an array of ``shape`` broadcasts to ``target`` without enlarging it."""
-    try:
-        ok = np.broadcast_shapes(shape, target) == tuple(target)
-    except ValueError:
-        ok = False
-    if not ok:
-        raise ValueError(
-            f"{name} of shape {fmt_shape(shape)} does not broadcast to the attention logits of "
-            f"shape {fmt_shape(target)} (..., L_q, L_k): each of its dimensions, aligned from the "
-            "right, must be 1 or equal the logits' dimension"
-        )
-
-
 def _as_mask(mask: Any, target: tuple[int, ...]) -> np.ndarray | None:
     if mask is None:
         return None
@@ -87,7 +67,7 @@ def _as_mask(mask: Any, target: tuple[int, ...]) -> np.ndarray | None:
             f"mask must be boolean (True = may attend), got dtype {arr.dtype}; "
             "for an additive float mask pass it as bias"
         )
-    _check_broadcasts_to(arr.shape, target, "mask")
+    check_broadcasts_to(arr.shape, target, "mask")
     return arr
 
 
@@ -95,7 +75,7 @@ def _as_bias(bias: Any, target: tuple[int, ...]) -> np.ndarray | None:
     if bias is None:
         return None
     arr = as_array(bias, "bias")
-    _check_broadcasts_to(arr.shape, target, "bias")
+    check_broadcasts_to(arr.shape, target, "bias")
     return arr
 
 
@@ -184,7 +164,7 @@ def attention_weights(
     q, k, logits_shape = _qk(q, k)
     mask = _as_mask(mask, logits_shape)
     bias = _as_bias(bias, logits_shape)
-    scale = _check_scale(scale, q.shape[-1])
+    scale = check_attention_scale(scale, q.shape[-1])
     logits = scale * (q @ k.swapaxes(-1, -2))  # (..., L_q, L_k)
     if bias is not None:
         logits = logits + bias
@@ -230,7 +210,7 @@ def attention_per_query(
     q, k, v, logits_shape = _qkv(q, k, v)
     mask = _as_mask(mask, logits_shape)
     bias = _as_bias(bias, logits_shape)
-    scale = _check_scale(scale, q.shape[-1])
+    scale = check_attention_scale(scale, q.shape[-1])
     batch = logits_shape[:-2]
     L_q, L_k, d_v = logits_shape[-2], logits_shape[-1], v.shape[-1]
     qb = np.broadcast_to(q, (*batch, L_q, q.shape[-1]))
