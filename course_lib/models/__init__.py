@@ -1,0 +1,11 @@
+"""Models as ``torch.nn.Module``s, composed from the PyTorch side of the course.
+
+Each module's forward pass calls the functions of ``course_lib.accelerated``; the NumPy
+references in ``course_lib.reference`` run the same weights for the tests.
+
+>>> from course_lib.models import DecoderOnlyModel, TransformerBlock
+"""
+
+from course_lib.models.decoder import DecoderOnlyModel, TransformerBlock, encoder_layer_parameters
+
+__all__ = ["DecoderOnlyModel", "TransformerBlock", "encoder_layer_parameters"]
