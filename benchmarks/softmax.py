@@ -54,12 +54,16 @@ def explicit_softmax(x: torch.Tensor) -> torch.Tensor:
 
 
 def best_times(fns: dict[str, Callable[[], Any]], rounds: int) -> dict[str, float]:
-    """Best wall time of each function over ``rounds`` interleaved rounds (after a warm-up)."""
+    """Best wall time of each function over ``rounds`` interleaved rounds.
+
+    Each timed call directly follows an untimed call of the same function, so that every
+    function meets the allocator in the state its own previous call left (a 64 MiB output freed
+    by one function and re-faulted by the next otherwise skews whichever runs first).
+    """
     best = {name: float("inf") for name in fns}
-    for fn in fns.values():
-        fn()
     for _ in range(rounds):
         for name, fn in fns.items():
+            fn()
             start = time.perf_counter()
             fn()
             best[name] = min(best[name], time.perf_counter() - start)
