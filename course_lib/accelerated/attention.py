@@ -28,6 +28,7 @@ from course_lib.checks import (
     check_int,
     fmt_shape,
     matmul_shapes,
+    multi_head_shapes,
     same_device_and_dtype,
 )
 
@@ -244,18 +245,6 @@ def fuse_head_weights(w: Any) -> torch.Tensor:
     return w.permute(1, 0, 2).reshape(d_in, h * d_k)
 
 
-def _check_head_weights(w, name, h, d_in, x_name, d_name) -> None:
-    if w.shape[0] != h:
-        raise ValueError(
-            f"{name} of shape {fmt_shape(w.shape)} has {w.shape[0]} heads, but w_q has {h}"
-        )
-    if w.shape[1] != d_in:
-        raise ValueError(
-            f"{name} of shape {fmt_shape(w.shape)} expects inputs of width {w.shape[1]}, but "
-            f"{x_name} has width {d_in} ({name} must be (h, {d_name}, ...))"
-        )
-
-
 def _check_vector(b, name, shape, like) -> torch.Tensor | None:
     if b is None:
         return None
@@ -302,26 +291,7 @@ def multi_head_attention(
     w_v = as_tensor(w_v, "w_v", ndim=3)
     w_o = as_tensor(w_o, "w_o", ndim=2)
     same_device_and_dtype(x_q=x_q, x_k=x_k, x_v=x_v, w_q=w_q, w_k=w_k, w_v=w_v, w_o=w_o)
-    h, _, d_k = w_q.shape
-    _check_head_weights(w_q, "w_q", h, x_q.shape[-1], "x_q", "d_g")
-    _check_head_weights(w_k, "w_k", h, x_k.shape[-1], "x_k", "d_w")
-    _check_head_weights(w_v, "w_v", h, x_v.shape[-1], "x_v", "d_u")
-    if w_k.shape[2] != d_k:
-        raise ValueError(
-            f"w_q {fmt_shape(w_q.shape)} and w_k {fmt_shape(w_k.shape)} must project to the same "
-            f"d_k, got {d_k} and {w_k.shape[2]}"
-        )
-    if x_k.shape[-2] != x_v.shape[-2]:
-        raise ValueError(
-            f"x_k of shape {fmt_shape(x_k.shape)} and x_v of shape {fmt_shape(x_v.shape)} must "
-            f"have the same length d_s (one value per key), got {x_k.shape[-2]} and {x_v.shape[-2]}"
-        )
-    d_v = w_v.shape[2]
-    if w_o.shape[0] != h * d_v:
-        raise ValueError(
-            f"w_o of shape {fmt_shape(w_o.shape)} must have h * d_v = {h} * {d_v} = {h * d_v} "
-            "rows (one per column of concat(A^1, ..., A^h))"
-        )
+    h, d_k, d_v = multi_head_shapes(*(tuple(a.shape) for a in (x_q, x_k, x_v, w_q, w_k, w_v, w_o)))
     b_q = _check_vector(b_q, "b_q", (h, d_k), x_q)
     b_k = _check_vector(b_k, "b_k", (h, d_k), x_q)
     b_v = _check_vector(b_v, "b_v", (h, d_v), x_q)

@@ -39,6 +39,7 @@ from course_lib.checks import (
     check_int,
     fmt_shape,
     matmul_shapes,
+    multi_head_shapes,
 )
 from course_lib.reference.softmax import softmax
 
@@ -282,20 +283,6 @@ def fuse_head_weights(w: Any) -> np.ndarray:
     return np.concatenate([w[i] for i in range(w.shape[0])], axis=-1)
 
 
-def _check_head_weights(
-    w: np.ndarray, name: str, h: int, d_in: int, x_name: str, d_name: str
-) -> None:
-    if w.shape[0] != h:
-        raise ValueError(
-            f"{name} of shape {fmt_shape(w.shape)} has {w.shape[0]} heads, but w_q has {h}"
-        )
-    if w.shape[1] != d_in:
-        raise ValueError(
-            f"{name} of shape {fmt_shape(w.shape)} expects inputs of width {w.shape[1]}, but "
-            f"{x_name} has width {d_in} ({name} must be (h, {d_name}, ...))"
-        )
-
-
 def _check_vector(b: Any, name: str, shape: tuple[int, ...]) -> np.ndarray | None:
     if b is None:
         return None
@@ -313,26 +300,7 @@ def _mha_inputs(x_q, x_k, x_v, w_q, w_k, w_v, w_o, b_q, b_k, b_v, b_o):
     w_k = as_array(w_k, "w_k", ndim=3)
     w_v = as_array(w_v, "w_v", ndim=3)
     w_o = as_array(w_o, "w_o", ndim=2)
-    h, _, d_k = w_q.shape
-    _check_head_weights(w_q, "w_q", h, x_q.shape[-1], "x_q", "d_g")
-    _check_head_weights(w_k, "w_k", h, x_k.shape[-1], "x_k", "d_w")
-    _check_head_weights(w_v, "w_v", h, x_v.shape[-1], "x_v", "d_u")
-    if w_k.shape[2] != d_k:
-        raise ValueError(
-            f"w_q {fmt_shape(w_q.shape)} and w_k {fmt_shape(w_k.shape)} must project to the same "
-            f"d_k, got {d_k} and {w_k.shape[2]}"
-        )
-    if x_k.shape[-2] != x_v.shape[-2]:
-        raise ValueError(
-            f"x_k of shape {fmt_shape(x_k.shape)} and x_v of shape {fmt_shape(x_v.shape)} must "
-            f"have the same length d_s (one value per key), got {x_k.shape[-2]} and {x_v.shape[-2]}"
-        )
-    d_v = w_v.shape[2]
-    if w_o.shape[0] != h * d_v:
-        raise ValueError(
-            f"w_o of shape {fmt_shape(w_o.shape)} must have h * d_v = {h} * {d_v} = {h * d_v} "
-            "rows (one per column of concat(A^1, ..., A^h))"
-        )
+    h, d_k, d_v = multi_head_shapes(*(tuple(a.shape) for a in (x_q, x_k, x_v, w_q, w_k, w_v, w_o)))
     b_q = _check_vector(b_q, "b_q", (h, d_k))
     b_k = _check_vector(b_k, "b_k", (h, d_k))
     b_v = _check_vector(b_v, "b_v", (h, d_v))
