@@ -301,9 +301,16 @@ def main(argv: list[str] | None = None) -> int:
         "--no-strict", dest="strict", action="store_false", help="do not turn warnings into errors"
     )
     parser.add_argument("--clean", action="store_true", help="delete book/_build before building")
+    parser.add_argument(
+        "--assets-only",
+        action="store_true",
+        help="only download (once) and unpack the offline web assets; part of ./course's set-up",
+    )
     args, extra = parser.parse_known_args(argv)
 
     prepare_assets()
+    if args.assets_only:
+        return 0
     if args.clean:
         shutil.rmtree(BOOK / "_build", ignore_errors=True)
     cmd = jupyter_book_command(args.strict, extra)
