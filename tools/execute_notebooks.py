@@ -53,7 +53,8 @@ def execute(src: Path, timeout: int = 600) -> float:
     start = time.perf_counter()
     client.execute()
     elapsed = time.perf_counter() - start
-    nb.metadata.pop("widgets", None) if not nb.metadata.get("widgets") else None
+    if not nb.metadata.get("widgets"):  # no widget in this chapter: store no empty state
+        nb.metadata.pop("widgets", None)
     out = src.with_suffix(".ipynb")
     nbformat.write(nb, out)
     return elapsed

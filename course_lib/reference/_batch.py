@@ -26,12 +26,7 @@ def batched_matmul_like(fn2d: Callable[[np.ndarray, np.ndarray], np.ndarray]):
         batch = out_shape[:-2]
         Xb = np.broadcast_to(X, (*batch, *X.shape[-2:]))
         Yb = np.broadcast_to(Y, (*batch, *Y.shape[-2:]))
-        first = None
-        outs = []
-        for idx in itertools.product(*(range(b) for b in batch)):
-            out = fn2d(Xb[idx], Yb[idx])
-            outs.append(out)
-            first = out if first is None else first
-        return np.stack(outs).reshape(*batch, *first.shape)
+        outs = [fn2d(Xb[idx], Yb[idx]) for idx in itertools.product(*(range(b) for b in batch))]
+        return np.stack(outs).reshape(*batch, *outs[0].shape)
 
     return wrapper
