@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import html
+import math
 import traceback
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -144,3 +145,30 @@ def check_cases(
     if require and not outcome.passed:
         raise AssertionError(str(outcome))
     return outcome
+
+
+def diagnose_number(got: Any, want: float, mistakes: dict[str, float] | None = None) -> str | None:
+    """Compare a scalar answer with ``want``; name the mistake when it equals a known wrong value.
+
+    ``mistakes`` maps a hint to the value that mistake produces.
+
+    >>> diagnose_number(0.5, 0.5) is None
+    True
+    >>> print(diagnose_number(1.0, 0.5, {"you forgot to halve": 1.0}))
+    you return 1, the right value is 0.5: you forgot to halve
+    >>> print(diagnose_number("0.5", 0.5))
+    return a number, got str
+    """
+    if isinstance(got, bool | str | bytes):
+        return f"return a number, got {type(got).__name__}"
+    try:
+        value = float(got)
+    except (TypeError, ValueError):
+        return f"return a number, got {type(got).__name__}"
+    if math.isclose(value, want, rel_tol=1e-9, abs_tol=1e-12):
+        return None
+    message = f"you return {value:.6g}, the right value is {want:.6g}"
+    for hint, wrong in (mistakes or {}).items():
+        if math.isclose(value, wrong, rel_tol=1e-9, abs_tol=1e-12):
+            return f"{message}: {hint}"
+    return message

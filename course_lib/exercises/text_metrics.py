@@ -17,7 +17,7 @@ import random
 from collections import Counter
 from collections.abc import Callable
 
-from course_lib.exercises._checker import Outcome, check_cases
+from course_lib.exercises._checker import Outcome, check_cases, diagnose_number
 from course_lib.text_metrics import (
     BleuStats,
     bleu_from_stats,
@@ -202,16 +202,7 @@ def corpus_brevity_penalty(fn: Callable, *, require: bool = False) -> Outcome:
     ]
 
     def compare(got: object, args: tuple) -> str | None:
-        want = _reference_bp(*args)
-        value = _number(got)
-        if value is None:
-            return f"return a number, got {type(got).__name__}"
-        if math.isclose(value, want, rel_tol=1e-9, abs_tol=1e-12):
-            return None
-        for hint, wrong in _bp_mistakes(*args).items():
-            if math.isclose(value, wrong, rel_tol=1e-9, abs_tol=1e-12):
-                return f"you return {value:.6g}, the right value is {want:.6g}: {hint}"
-        return f"you return {value:.6g}, the right value is {want:.6g}"
+        return diagnose_number(got, _reference_bp(*args), _bp_mistakes(*args))
 
     return check_cases(
         "the corpus brevity penalty",
@@ -271,16 +262,7 @@ def rouge_n_eq12(fn: Callable, *, require: bool = False) -> Outcome:
         cases.append((f"random case {k + 1}", (_random_sentence(rng, 2), refs, rng.randint(1, 2))))
 
     def compare(got: object, args: tuple) -> str | None:
-        want = rouge_n(*args, tokenize="none")
-        value = _number(got)
-        if value is None:
-            return f"return a number, got {type(got).__name__}"
-        if math.isclose(value, want, rel_tol=1e-9, abs_tol=1e-12):
-            return None
-        for hint, wrong in _rouge_mistakes(*args).items():
-            if math.isclose(value, wrong, rel_tol=1e-9, abs_tol=1e-12):
-                return f"you return {value:.6g}, the right value is {want:.6g}: {hint}"
-        return f"you return {value:.6g}, the right value is {want:.6g}"
+        return diagnose_number(got, rouge_n(*args, tokenize="none"), _rouge_mistakes(*args))
 
     return check_cases(
         "ROUGE-n as eq. (12) defines it",
@@ -312,11 +294,6 @@ def bleu_from_counts(fn: Callable, *, require: bool = False) -> Outcome:
 
     def compare(got: object, args: tuple) -> str | None:
         want = want_of(args)
-        value = _number(got)
-        if value is None:
-            return f"return a number, got {type(got).__name__}"
-        if math.isclose(value, want, rel_tol=1e-9, abs_tol=1e-12):
-            return None
         m, t, c, r, w = args
         ps = [a / b for a, b in zip(m, t, strict=True)]
         bp = brevity_penalty(c, r)
@@ -330,10 +307,7 @@ def bleu_from_counts(fn: Callable, *, require: bool = False) -> Outcome:
             "you multiply the precisions without the weights (a product, not a weighted "
             "geometric mean)": bp * math.prod(ps),
         }
-        for hint, wrong in mistakes.items():
-            if math.isclose(value, wrong, rel_tol=1e-9, abs_tol=1e-12):
-                return f"you return {value:.6g}, the right value is {want:.6g}: {hint}"
-        return f"you return {value:.6g}, the right value is {want:.6g}"
+        return diagnose_number(got, want, mistakes)
 
     return check_cases(
         "BLEU from its statistics",
