@@ -4,11 +4,11 @@ Two parts, forward + backward, float32, on the course device (the targets are st
 
 * ``module``: B=8, L=512, d_model=512, 8 heads. ``torch.nn.MultiheadAttention``
   (``need_weights=False``, its fastest path) against the course's
-  :class:`~course_lib.attention_module.MultiHeadAttention` (fused kernel, and explicit), and the
+  :class:`~course_lib.attention.module.MultiHeadAttention` (fused kernel, and explicit), and the
   bare attention (B, h, L, d_k) explicit against ``F.scaled_dot_product_attention``.
   Target: the module within 1.3x of ``torch.nn.MultiheadAttention``.
 * ``sweep``: the bare attention for L = 128 ... 4096 at B=1, 8 heads of 64: time and peak tensor
-  memory (:func:`~course_lib.attention_cost.peak_tensor_memory`) of the explicit computation,
+  memory (:func:`~course_lib.measure.peak_tensor_memory`) of the explicit computation,
   which stores (B, h, L, L) tensors, and of the fused kernel, which does not.
 """
 
@@ -17,10 +17,11 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from course_lib.accelerated.attention import scaled_dot_product_attention
-from course_lib.attention_cost import best_time, measure_attention, peak_tensor_memory
-from course_lib.attention_module import MultiHeadAttention, to_torch_multihead
+from course_lib.attention.accelerated import scaled_dot_product_attention
+from course_lib.attention.cost import measure_attention
+from course_lib.attention.module import MultiHeadAttention, to_torch_multihead
 from course_lib.device import get_device
+from course_lib.measure import best_times, peak_tensor_memory
 
 TITLE = "Attention: time and peak tensor memory, forward + backward, float32"
 TARGET = 1.3
@@ -77,14 +78,10 @@ def _module_rows(B: int, L: int, d: int, h: int, repeats: int, device: torch.dev
         "explicit attention (course_lib)": bare(scaled_dot_product_attention),
     }
     # interleaved rounds, best of each: a machine whose load drifts affects all alike
-    best = dict.fromkeys(steps, float("inf"))
-    for fn in steps.values():
-        fn()  # warm-up
-    for _ in range(repeats):
-        for what, fn in steps.items():
-            best[what] = min(best[what], best_time(fn, repeats=1, warmup=0))
+    best = best_times(steps, rounds=repeats, device=device)
     return [
-        _row("module", what, B, L, best[what], peak_tensor_memory(fn)) for what, fn in steps.items()
+        _row("module", what, B, L, best[what], peak_tensor_memory(fn, device=device))
+        for what, fn in steps.items()
     ]
 
 

@@ -10,12 +10,12 @@ that a machine shared with other work affects both sides alike.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 
 import torch
 
-from course_lib.block_params import BlockConfig
+from course_lib.block.config import BlockConfig
+from course_lib.measure import best_times
 from course_lib.models import TransformerBlock
 
 TITLE = "Transformer block throughput (tokens/s), float32 on the CPU, against nn.TransformerEncoderLayer"
@@ -35,22 +35,9 @@ def _step(module: torch.nn.Module, x: torch.Tensor, backward: bool) -> Callable[
     return fwd_bwd if backward else fwd
 
 
-def _best_times(fns: dict[str, Callable[[], None]], repeats: int, inner: int) -> dict[str, float]:
-    for fn in fns.values():  # warm up
-        fn()
-    best = dict.fromkeys(fns, float("inf"))
-    for _ in range(repeats):
-        for name, fn in fns.items():  # interleaved
-            start = time.perf_counter()
-            for _ in range(inner):
-                fn()
-            best[name] = min(best[name], (time.perf_counter() - start) / inner)
-    return best
-
-
 def run(quick: bool = False) -> list[dict]:
     B, L, d, h, d_ff = (2, 64, 128, 4, 512) if quick else (8, 256, 512, 8, 2048)
-    repeats, inner = (2, 1) if quick else (7, 2)
+    rounds = 2 if quick else 7
     torch.manual_seed(0)
     x = torch.randn(B, L, d, requires_grad=True)
     modules: dict[str, torch.nn.Module] = {}
@@ -64,7 +51,7 @@ def run(quick: bool = False) -> list[dict]:
     rows = []
     for backward in (False, True):
         fns = {name: _step(m, x, backward) for name, m in modules.items()}
-        best = _best_times(fns, repeats, inner)
+        best = best_times(fns, rounds=rounds)
         for name, t in best.items():
             rows.append(
                 {

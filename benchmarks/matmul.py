@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import torch
 
-from course_lib.matmul_cost import estimate_peak, gflops_sweep, matmul_setups
+from course_lib.matmul.cost import (
+    compare_with_nominal,
+    estimate_peak,
+    gflops_sweep,
+    matmul_setups,
+    practical_peak,
+)
 
 TITLE = "Matrix multiplication: achieved GFLOP/s (2 n^3 FLOPs per n x n product)"
 
@@ -28,12 +34,16 @@ def run(quick: bool = False) -> list[dict]:
 
 def summary(rows: list[dict]) -> str:
     peak = estimate_peak()
-    best = max(
-        (r for r in rows if "cpu" in str(r["implementation"]) or "np." in str(r["implementation"])),
-        key=lambda r: r["gflops"],
-    )
-    return (
-        f"estimated CPU peak: {peak.explain('float32')}; {peak.explain('float64')}\n"
-        f"best CPU figure: {best['gflops']:.1f} GFLOP/s ({best['implementation']}, n={best['n']}),"
-        f" {100 * best['gflops'] / peak.gflops('float32'):.0f}% of the float32 peak"
-    )
+    cpu = [
+        r
+        for r in rows
+        if "cuda" not in str(r["implementation"]) and "mps" not in str(r["implementation"])
+    ]
+    lines = [f"nominal CPU peak (estimated): {peak.explain('float32')}; {peak.explain('float64')}"]
+    for dtype in ("float32", "float64"):
+        best = practical_peak(cpu, dtype)
+        lines.append(
+            f"practical {dtype} peak (best BLAS, {best['implementation']}, n={best['n']}): "
+            + compare_with_nominal(float(best["gflops"]), peak, dtype)
+        )
+    return "\n".join(lines)

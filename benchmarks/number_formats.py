@@ -15,14 +15,14 @@ blocks of 256, after subtracting their mean) plus one float32 scale per 256 scal
 from __future__ import annotations
 
 import os
-import time
 from collections.abc import Callable
 
 import numpy as np
 import torch
 
-import course_lib.accelerated.number_formats as fast
-import course_lib.reference.number_formats as ref
+import course_lib.number_formats.accelerated as fast
+import course_lib.number_formats.reference as ref
+from course_lib.measure import timed
 
 TITLE = "Number formats: decoding bit patterns (NumPy reference) and blockwise NF4 (PyTorch, CPU)"
 DECODE_TARGET_S = 1.0
@@ -31,13 +31,8 @@ NF4_TARGET_S = 1.0
 
 def _best(fn: Callable[[], object], repeats: int) -> tuple[float, float, object]:
     """Best wall time, best CPU time of this process (all threads), and the last result."""
-    best, best_cpu, out = float("inf"), float("inf"), None
-    for _ in range(repeats):
-        start, start_cpu = time.perf_counter(), time.process_time()
-        out = fn()
-        best = min(best, time.perf_counter() - start)
-        best_cpu = min(best_cpu, time.process_time() - start_cpu)
-    return best, best_cpu, out
+    runs = [timed(fn) for _ in range(repeats)]
+    return min(r.wall for r in runs), min(r.cpu for r in runs), runs[-1].result
 
 
 def _row(

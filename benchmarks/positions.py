@@ -3,21 +3,22 @@
 For one head with queries q (L, d) and relative embeddings E_r (L, d), both compute
 ``S[i, j] = q_i . E_r[j - i + L - 1]`` (j <= i):
 
-* naive (:func:`course_lib.accelerated.positions.relative_logits_naive`): gather the (L, L, d)
+* naive (:func:`course_lib.positions.accelerated.relative_logits_naive`): gather the (L, L, d)
   tensor R of embeddings, then one dot product per (i, j): O(L^2 d) memory;
-* skewed (:func:`course_lib.accelerated.positions.relative_logits_skewed`): ``q @ E_r^T`` (L, L),
+* skewed (:func:`course_lib.positions.accelerated.relative_logits_skewed`): ``q @ E_r^T`` (L, L),
   pad, reshape, slice: O(L^2) for the logits themselves and nothing of size L^2 d, i.e.
   O(L d) beyond the output.
 
-Each (method, L) runs in a fresh process, which measures its peak resident memory above the
-baseline with the inputs allocated (Linux: ``/proc/self/clear_refs`` resets the peak), then the
-best of a few timings (each a loop of at least 50 ms). CPU, float32, d = 64, one thread (see ``THREADS``).
+Each (method, L) is measured with :mod:`course_lib.measure`: the peak tensor memory of one call
+(the inputs already exist and are not counted), then the best of a few timings (each a loop of at
+least 50 ms). CPU, float32, d = 64, one thread (see ``THREADS``).
 """
 
 from __future__ import annotations
 
-import multiprocessing as mp
 from pathlib import Path
+
+import torch
 
 TITLE = "Relative attention logits on the CPU: naive gather (O(L^2 d)) vs skewing (Algorithm 1)"
 D = 64
@@ -27,46 +28,24 @@ THREADS = 1
 BYTES = 4  # float32
 
 
-def _rss_kib(field: str) -> int | None:
-    status = Path("/proc/self/status")
-    if not status.exists():
-        return None
-    for line in status.read_text().splitlines():
-        if line.startswith(field + ":"):
-            return int(line.split()[1])
-    return None
+def _measure(method: str, L: int, repeats: int) -> dict:
+    """Peak tensor memory of one call (MiB) and its best time (seconds), on one thread."""
+    from course_lib.measure import best_time, peak_tensor_memory
+    from course_lib.positions import accelerated as P
 
-
-def _reset_peak() -> bool:
-    try:
-        Path("/proc/self/clear_refs").write_text("5")  # resets VmHWM to the current RSS
-        return True
-    except OSError:
-        return False
-
-
-def _measure(method: str, L: int, repeats: int, queue: mp.Queue) -> None:
-    import torch
-
-    from course_lib.accelerated import positions as P
-    from course_lib.matmul_cost import best_time
-
-    torch.set_num_threads(THREADS)
     fn = P.relative_logits_naive if method == "naive" else P.relative_logits_skewed
     g = torch.Generator().manual_seed(0)
     q = torch.randn(L, D, generator=g)  # (L, d)
     E_r = torch.randn(L, D, generator=g)  # (L, d)
-    fn(q[:8], E_r[:8])  # warm up the code path on a tiny input
-    peak_mb = None
-    if _reset_peak():
-        base = _rss_kib("VmRSS")
-        out = fn(q, E_r)  # (L, L)
-        peak = _rss_kib("VmHWM")
-        if base is not None and peak is not None:
-            peak_mb = round((peak - base) / 1024, 1)
-        del out
-    seconds = best_time(lambda: fn(q, E_r), repeats=repeats, min_time=0.05)
-    queue.put({"peak_mb": peak_mb, "seconds": seconds})
+    threads = torch.get_num_threads()
+    torch.set_num_threads(THREADS)
+    try:
+        fn(q[:8], E_r[:8])  # warm up the code path on a tiny input
+        peak = peak_tensor_memory(lambda: fn(q, E_r)) / 2**20
+        seconds = best_time(lambda: fn(q, E_r), repeats=repeats, min_time=0.05)
+    finally:
+        torch.set_num_threads(threads)
+    return {"peak_mb": round(peak, 1), "seconds": seconds}
 
 
 def _available_mb() -> float | None:
@@ -89,7 +68,6 @@ def theory_mb(method: str, L: int) -> float:
 def run(quick: bool = False) -> list[dict]:
     lengths = [64, 128, 256] if quick else [256, 512, 1024, 2048, 4096]
     repeats = 2 if quick else 3
-    ctx = mp.get_context("spawn")
     rows = []
     for L in lengths:
         for method in ("naive", "skewed"):
@@ -101,12 +79,8 @@ def run(quick: bool = False) -> list[dict]:
                 row.update(peak_MB="skipped", ms="skipped")  # would not fit comfortably
                 rows.append(row)
                 continue
-            queue = ctx.Queue()
-            proc = ctx.Process(target=_measure, args=(method, L, repeats, queue))
-            proc.start()
-            result = queue.get()
-            proc.join()
-            row["peak_MB"] = result["peak_mb"] if result["peak_mb"] is not None else "n/a"
+            result = _measure(method, L, repeats)
+            row["peak_MB"] = result["peak_mb"]
             row["ms"] = round(1000 * result["seconds"], 2)
             rows.append(row)
     return rows

@@ -16,13 +16,13 @@ import json
 import pkgutil
 import platform
 import sys
-import time
 from pathlib import Path
 
 import torch
 
 import benchmarks
 from course_lib.device import describe_device
+from course_lib.measure import timed
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -93,9 +93,8 @@ def main(argv: list[str] | None = None) -> int:
     RESULTS.mkdir(exist_ok=True)
     for name in names:
         module = importlib.import_module(f"benchmarks.{name}")
-        start = time.perf_counter()
-        rows = module.run(quick=args.quick)
-        elapsed = time.perf_counter() - start
+        run = timed(lambda module=module: module.run(quick=args.quick))
+        rows, elapsed = run.result, run.wall
         print(f"\n== {module.TITLE}  [{name}, {elapsed:.1f} s]")
         print(format_table(rows))
         if hasattr(module, "summary"):

@@ -2,21 +2,20 @@
 
 Targets (issue 3):
 
-1. ``course_lib.accelerated.softmax.softmax`` within 1.5x of ``torch.softmax`` on a 4096 x 4096
+1. ``course_lib.softmax.accelerated.softmax`` within 1.5x of ``torch.softmax`` on a 4096 x 4096
    float32 input on the CPU; the NumPy reference measured beside them.
 2. The online softmax over 10^7 elements in chunks: peak extra memory bounded by the chunk size
    (measured), and the result equal to the full softmax within 1e-6 (float32).
 
-How time is measured: the best of several calls after a warm-up call, the implementations
-interleaved round by round so that a busy machine slows them all alike.
+How time is measured: :func:`course_lib.measure.best_times`, the best of several calls, the
+implementations interleaved round by round so that a busy machine slows them all alike.
 
 How memory is measured ("extra" = peak memory during the call minus the output it returns; the
-input already exists and is not counted):
+input already exists and is not counted), with :mod:`course_lib.measure`:
 
 * NumPy: ``tracemalloc``, to which NumPy reports every array buffer it allocates.
-* PyTorch: a ``TorchDispatchMode`` that sees every tensor an ATen operator returns and tracks the
-  bytes of the storages still referenced (by weak references), sampling the total after every
-  operator; the peak of that total is the peak of tensor memory. Scratch space that a kernel
+* PyTorch: a ``TorchDispatchMode`` that sees every storage an ATen operator creates until it is
+  freed; the peak of the bytes alive is the peak of tensor memory. Scratch space that a kernel
   allocates and frees inside one operator is invisible to it (``torch.softmax``'s CPU kernel
   keeps only small per-thread buffers). On CUDA the allocator's own
   ``torch.cuda.max_memory_allocated`` is reported beside it as a cross-check.
@@ -24,20 +23,14 @@ input already exists and is not counted):
 
 from __future__ import annotations
 
-import gc
-import time
-import tracemalloc
-import weakref
 from collections.abc import Callable
-from typing import Any
 
 import numpy as np
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
-from torch.utils._pytree import tree_flatten
 
-import course_lib.accelerated.softmax as fast
-import course_lib.reference.softmax as ref
+import course_lib.softmax.accelerated as fast
+import course_lib.softmax.reference as ref
+from course_lib.measure import best_times, peak_numpy_memory, peak_tensor_memory
 
 TITLE = "Softmax: speed against torch.softmax, and the memory of the online softmax"
 TARGET_RATIO = 1.5
@@ -53,23 +46,6 @@ def explicit_softmax(x: torch.Tensor) -> torch.Tensor:
     return e / e.sum(dim=-1, keepdim=True)
 
 
-def best_times(fns: dict[str, Callable[[], Any]], rounds: int) -> dict[str, float]:
-    """Best wall time of each function over ``rounds`` interleaved rounds.
-
-    Each timed call directly follows an untimed call of the same function, so that every
-    function meets the allocator in the state its own previous call left (a 64 MiB output freed
-    by one function and re-faulted by the next otherwise skews whichever runs first).
-    """
-    best = {name: float("inf") for name in fns}
-    for _ in range(rounds):
-        for name, fn in fns.items():
-            fn()
-            start = time.perf_counter()
-            fn()
-            best[name] = min(best[name], time.perf_counter() - start)
-    return best
-
-
 def speed_rows(n: int, rounds: int) -> list[dict]:
     g = torch.Generator().manual_seed(0)
     x = 4 * torch.randn(n, n, generator=g)  # (n, n) float32
@@ -81,7 +57,7 @@ def speed_rows(n: int, rounds: int) -> list[dict]:
         "course online_softmax, 1 chunk (PyTorch)": lambda: fast.online_softmax(x, chunk_size=n),
     }
     slow = {"course softmax (NumPy reference, float64)": lambda: ref.softmax(x64)}
-    times = best_times(fns, rounds) | best_times(slow, max(2, rounds // 3))
+    times = best_times(fns, rounds=rounds) | best_times(slow, rounds=max(2, rounds // 3))
     rows = []
     for name, t in times.items():
         rows.append(
@@ -91,61 +67,16 @@ def speed_rows(n: int, rounds: int) -> list[dict]:
 
 
 # ----------------------------------------------------------------------------- memory
-class TensorMemory(TorchDispatchMode):
-    """Peak bytes of tensor storages created by ATen operators while the mode is active."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.storages: dict[int, tuple[int, list[weakref.ref]]] = {}
-        self.peak = 0
-
-    def _live(self) -> int:
-        dead = [k for k, (_, refs) in self.storages.items() if all(r() is None for r in refs)]
-        for k in dead:
-            del self.storages[k]
-        return sum(nbytes for nbytes, _ in self.storages.values())
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        out = func(*args, **(kwargs or {}))
-        live_inputs = {
-            a.untyped_storage().data_ptr()
-            for a in tree_flatten((args, kwargs))[0]
-            if isinstance(a, torch.Tensor)
-        }
-        for t in tree_flatten(out)[0]:
-            if not isinstance(t, torch.Tensor) or t.device.type == "meta":
-                continue
-            storage = t.untyped_storage()
-            key = storage.data_ptr()
-            entry = self.storages.get(key)
-            if entry is not None and any(r() is not None for r in entry[1]):
-                entry[1].append(weakref.ref(t))  # a view or an in-place result: same memory
-            elif key not in live_inputs:  # a new buffer (inputs made outside are not counted)
-                self.storages[key] = (storage.nbytes(), [weakref.ref(t)])
-        self.peak = max(self.peak, self._live())
-        return out
-
-
 def torch_extra_bytes(fn: Callable[[], torch.Tensor]) -> tuple[int, torch.Tensor]:
-    """Peak tensor memory of ``fn()`` minus the bytes of the tensor it returns."""
-    gc.collect()
-    with torch.no_grad(), TensorMemory() as mem:
-        out = fn()
-    return mem.peak - out.untyped_storage().nbytes(), out
+    """Peak tensor memory of ``fn()`` beyond the tensor it returns, and that tensor."""
+    with torch.no_grad():
+        extra = peak_tensor_memory(fn, exclude_result=True)
+        return extra, fn()
 
 
 def numpy_extra_bytes(fn: Callable[[], np.ndarray]) -> tuple[int, np.ndarray]:
-    """Peak traced memory of ``fn()`` minus the bytes of the array it returns."""
-    gc.collect()
-    tracemalloc.start()
-    try:
-        out = fn()
-        _, peak = tracemalloc.get_traced_memory()
-    finally:
-        tracemalloc.stop()
-    out = np.asarray(out)
-    base = out if out.base is None else out.base
-    return peak - base.nbytes, out
+    """Peak traced memory of ``fn()`` beyond the array it returns, and that array."""
+    return peak_numpy_memory(fn, exclude_result=True), fn()
 
 
 def memory_rows(n: int, chunks: list[int]) -> list[dict]:
@@ -228,12 +159,12 @@ def cuda_rows(x: torch.Tensor, chunks: list[int], exact: torch.Tensor) -> list[d
     xc = x.cuda()
     rows = []
     for c in [None, *chunks]:
-        torch.cuda.synchronize()
-        torch.cuda.reset_peak_memory_stats()
-        before = torch.cuda.memory_allocated()
-        out = fast.softmax(xc) if c is None else fast.online_softmax(xc, chunk_size=c)
-        torch.cuda.synchronize()
-        extra = torch.cuda.max_memory_allocated() - before - out.untyped_storage().nbytes()
+
+        def call(c=c) -> torch.Tensor:
+            return fast.softmax(xc) if c is None else fast.online_softmax(xc, chunk_size=c)
+
+        extra = peak_tensor_memory(call, device=xc.device, exclude_result=True)
+        out = call()
         err = float(((out.double().cpu() - exact).abs() / exact).max())
         name = "course softmax" if c is None else "course online_softmax"
         rows.append(

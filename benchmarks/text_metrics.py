@@ -9,10 +9,9 @@ timing includes converting sacrebleu's reference layout (one list per stream) to
 
 from __future__ import annotations
 
-import time
-
 import sacrebleu
 
+from course_lib.measure import timed
 from course_lib.text_metrics import corpus_bleu
 from course_lib.text_metrics.dataset import synthetic_corpus
 
@@ -22,9 +21,8 @@ TOKENIZERS = ("13a", "none", "char")
 
 def _timed(fn) -> tuple[float, float, object]:
     """(wall seconds, CPU seconds of this process, result) of one call."""
-    wall, cpu = time.perf_counter(), time.process_time()
-    out = fn()
-    return time.perf_counter() - wall, time.process_time() - cpu, out
+    t = timed(fn)
+    return t.wall, t.cpu, t.result
 
 
 def run(quick: bool = False) -> list[dict]:

@@ -124,6 +124,20 @@ def as_tensor(
     return t
 
 
+def values_are_free_to_read(t: torch.Tensor) -> bool:
+    """Whether a check may read a tensor's values (``bool(t.all())``, ``int(t.max())``).
+
+    Reading a value makes the host wait for the device and breaks a ``torch.compile`` graph, so
+    value checks run only in eager mode on the CPU, where reading costs nothing. On a GPU, a
+    meta device or under compilation they are skipped (shape and dtype checks still run), which
+    keeps GPU timings honest and lets a model's forward trace as one graph.
+
+    >>> values_are_free_to_read(torch.ones(2)), values_are_free_to_read(torch.ones(2, device="meta"))
+    (True, False)
+    """
+    return t.device.type == "cpu" and not torch.compiler.is_compiling()
+
+
 def same_device_and_dtype(**tensors: torch.Tensor) -> None:
     """Raise if the tensors live on different devices or have different dtypes.
 
@@ -225,102 +239,79 @@ def check_choice(value: Any, name: str, choices: Iterable[str]) -> str:
     ValueError: activation must be one of 'relu', 'gelu'; got 'gelu2'
     """
     options = list(choices)
+    kinds = {type(c) for c in options}
+    if len(kinds) == 1 and not isinstance(value, next(iter(kinds))):
+        kind = next(iter(kinds)).__name__
+        raise TypeError(f"{name} must be a {kind}, one of {options}; got {value!r}")
     if value not in options:
         listed = ", ".join(repr(c) for c in options)
         raise ValueError(f"{name} must be one of {listed}; got {value!r}")
     return value
 
 
-def check_attention_scale(scale: Any, d_k: int) -> float:
-    """The scale on attention logits: ``1/sqrt(d_k)`` by default, else a positive finite number.
+def check_bool(value: Any, name: str) -> bool:
+    """A real bool (not 0/1, not a string).
 
-    >>> check_attention_scale(None, 16)
-    0.25
-    >>> check_attention_scale(-1.0, 16)
+    >>> check_bool("yes", "saturate")
     Traceback (most recent call last):
     ...
-    ValueError: scale must be a positive finite number, got -1.0
+    TypeError: saturate must be True or False, got 'yes'
     """
-    if scale is None:
-        return 1.0 / math.sqrt(d_k)
-    if isinstance(scale, bool) or not isinstance(scale, numbers.Real):
-        raise TypeError(f"scale must be a number or None, got {scale!r}")
-    if not math.isfinite(scale) or scale <= 0:
-        raise ValueError(f"scale must be a positive finite number, got {scale}")
-    return float(scale)
+    if not isinstance(value, bool | np.bool_):
+        raise TypeError(f"{name} must be True or False, got {value!r}")
+    return bool(value)
 
 
-def check_broadcasts_to(shape: Sequence[int], target: Sequence[int], name: str) -> None:
-    """Raise unless an array of ``shape`` broadcasts to the attention logits' ``target`` shape
-    without enlarging it.
+def check_real(
+    value: Any,
+    name: str,
+    *,
+    low: float = -math.inf,
+    high: float = math.inf,
+    low_open: bool = False,
+    high_open: bool = False,
+) -> float:
+    """A real number (not a bool, not NaN) in the interval from ``low`` to ``high``.
 
-    >>> check_broadcasts_to((1, 3), (2, 4, 3), "mask")
-    >>> check_broadcasts_to((2, 3), (4, 3), "mask")
+    The interval is closed unless ``low_open``/``high_open``; an open infinite end rejects
+    infinity, so ``low=0, low_open=True, high_open=True`` means "positive and finite".
+
+    >>> check_real(0.5, "p", low=0.0, high=1.0, low_open=True)
+    0.5
+    >>> check_real(-1, "temperature", low=0.0)
     Traceback (most recent call last):
     ...
-    ValueError: mask of shape (2, 3) does not broadcast to the attention logits of shape (4, 3) (..., L_q, L_k): each of its dimensions, aligned from the right, must be 1 or equal the logits' dimension
-    """
-    try:
-        ok = np.broadcast_shapes(tuple(shape), tuple(target)) == tuple(target)
-    except ValueError:
-        ok = False
-    if not ok:
-        raise ValueError(
-            f"{name} of shape {fmt_shape(shape)} does not broadcast to the attention logits of "
-            f"shape {fmt_shape(target)} (..., L_q, L_k): each of its dimensions, aligned from the "
-            "right, must be 1 or equal the logits' dimension"
-        )
-
-
-def multi_head_shapes(
-    x_q: Sequence[int],
-    x_k: Sequence[int],
-    x_v: Sequence[int],
-    w_q: Sequence[int],
-    w_k: Sequence[int],
-    w_v: Sequence[int],
-    w_o: Sequence[int],
-) -> tuple[int, int, int]:
-    """Check the shapes of multi-head attention's inputs (eqs. 14-18); return (h, d_k, d_v).
-
-    x_q (..., d_l, d_g), x_k (..., d_s, d_w), x_v (..., d_s, d_u); per-head weights w_q
-    (h, d_g, d_k), w_k (h, d_w, d_k), w_v (h, d_u, d_v); w_o (h*d_v, d_o). Backend-agnostic:
-    both sides of the library call it with their arrays' shapes.
-
-    >>> multi_head_shapes((5, 8), (7, 8), (7, 8), (2, 8, 4), (2, 8, 4), (2, 8, 3), (6, 8))
-    (2, 4, 3)
-    >>> multi_head_shapes((5, 8), (7, 8), (7, 8), (2, 8, 4), (2, 8, 4), (2, 8, 3), (8, 8))
+    ValueError: temperature must be in [0.0, inf], got -1
+    >>> check_real(True, "lr", low=0.0, low_open=True)
     Traceback (most recent call last):
     ...
-    ValueError: w_o of shape (8, 8) must have h * d_v = 2 * 3 = 6 rows (one per column of concat(A^1, ..., A^h))
+    TypeError: lr must be a real number, got True of type bool
     """
-    h, _, d_k = w_q
-    for w, name, x, x_name, d_name in (
-        (w_q, "w_q", x_q, "x_q", "d_g"),
-        (w_k, "w_k", x_k, "x_k", "d_w"),
-        (w_v, "w_v", x_v, "x_v", "d_u"),
-    ):
-        if w[0] != h:
-            raise ValueError(f"{name} of shape {fmt_shape(w)} has {w[0]} heads, but w_q has {h}")
-        if w[1] != x[-1]:
-            raise ValueError(
-                f"{name} of shape {fmt_shape(w)} expects inputs of width {w[1]}, but "
-                f"{x_name} has width {x[-1]} ({name} must be (h, {d_name}, ...))"
-            )
-    if w_k[2] != d_k:
-        raise ValueError(
-            f"w_q {fmt_shape(w_q)} and w_k {fmt_shape(w_k)} must project to the same "
-            f"d_k, got {d_k} and {w_k[2]}"
+    if isinstance(value, bool | np.bool_) or not isinstance(value, numbers.Real):
+        raise TypeError(
+            f"{name} must be a real number, got {value!r} of type {type(value).__name__}"
         )
-    if x_k[-2] != x_v[-2]:
+    v = float(value)
+    too_low = v <= low if low_open else v < low
+    too_high = v >= high if high_open else v > high
+    if math.isnan(v) or too_low or too_high:
+        interval = f"{'(' if low_open else '['}{low}, {high}{')' if high_open else ']'}"
+        raise ValueError(f"{name} must be in {interval}, got {value!r}")
+    return v
+
+
+def check_same_shape(
+    a_shape: Sequence[int], b_shape: Sequence[int], a_name: str, b_name: str
+) -> None:
+    """Raise unless two arrays have the same shape.
+
+    >>> check_same_shape((2, 3), (3, 2), "x", "grad")
+    Traceback (most recent call last):
+    ...
+    ValueError: grad must have the shape of x (2, 3), got (3, 2)
+    """
+    if tuple(a_shape) != tuple(b_shape):
         raise ValueError(
-            f"x_k of shape {fmt_shape(x_k)} and x_v of shape {fmt_shape(x_v)} must "
-            f"have the same length d_s (one value per key), got {x_k[-2]} and {x_v[-2]}"
+            f"{b_name} must have the shape of {a_name} {fmt_shape(a_shape)}, "
+            f"got {fmt_shape(b_shape)}"
         )
-    d_v = w_v[2]
-    if w_o[0] != h * d_v:
-        raise ValueError(
-            f"w_o of shape {fmt_shape(w_o)} must have h * d_v = {h} * {d_v} = {h * d_v} "
-            "rows (one per column of concat(A^1, ..., A^h))"
-        )
-    return int(h), int(d_k), int(d_v)

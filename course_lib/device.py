@@ -2,6 +2,9 @@
 
 The environment variable ``COURSE_DEVICE`` overrides the choice (``cpu``, ``cuda``, ``cuda:1``,
 ``mps``). Asking for a device that is not available is an error, not a silent fallback.
+
+Apple MPS has no float64: :func:`device_for` gives the device for tensors of a dtype, the CPU
+for float64 on MPS, and every float64 tensor of the course is made through it.
 """
 
 from __future__ import annotations
@@ -44,6 +47,17 @@ def get_device() -> torch.device:
     >>> del os.environ["COURSE_DEVICE"]
     """
     return _choose()[0]
+
+
+def device_for(dtype: torch.dtype, device: torch.device | str | None = None) -> torch.device:
+    """The device for tensors of ``dtype``: ``device`` (default :func:`get_device`), except that
+    float64 lives on the CPU when that device is Apple MPS, which has no float64.
+
+    >>> device_for(torch.float64, "mps"), device_for(torch.float32, "mps")
+    (device(type='cpu'), device(type='mps'))
+    """
+    d = get_device() if device is None else torch.device(device)
+    return torch.device("cpu") if d.type == "mps" and dtype == torch.float64 else d
 
 
 def describe_device() -> str:

@@ -16,12 +16,22 @@ import sys
 from importlib import metadata
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-REQUIREMENTS = ROOT / "requirements.txt"
+from course_lib.paths import repo_root
+
+#: The pinned requirements of the repository checkout (None for a plain install of the package).
+REQUIREMENTS = None if repo_root() is None else repo_root() / "requirements.txt"
 
 
-def pinned_requirements(path: Path = REQUIREMENTS) -> dict[str, str]:
-    """Read ``name==version`` lines of a requirements file into ``{normalised name: version}``."""
+def pinned_requirements(path: Path | None = None) -> dict[str, str]:
+    """Read ``name==version`` lines of a requirements file into ``{normalised name: version}``.
+
+    ``path`` defaults to :data:`REQUIREMENTS`, looked up when called.
+    """
+    path = REQUIREMENTS if path is None else path
+    if path is None:
+        raise FileNotFoundError(
+            "requirements.txt was not found: the doctor checks a repository checkout of the course"
+        )
     pins = {}
     for line in path.read_text().splitlines():
         line = line.split("#", 1)[0].strip()
@@ -40,7 +50,11 @@ def normalise(name: str) -> str:
 
 
 def find_chromium() -> str | None:
-    """Path of a Chromium or Chrome executable, or None. ``CHROMIUM`` overrides the search."""
+    """Path of a Chromium or Chrome executable, or None. ``CHROMIUM`` overrides the search.
+
+    Looks for a system browser first, then for the Chromium that ``playwright install chromium``
+    puts in the user's cache (set-up falls back to it where apt is not available).
+    """
     if os.environ.get("CHROMIUM"):
         return os.environ["CHROMIUM"]
     for name in ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable"):
@@ -53,7 +67,19 @@ def find_chromium() -> str | None:
     ):
         if os.path.exists(path):
             return path
-    return None  # Playwright's own download, if installed, is found by Playwright itself
+    return playwright_chromium()
+
+
+def playwright_chromium() -> str | None:
+    """The executable of Playwright's own Chromium if it has been installed, else None."""
+    try:
+        from playwright.sync_api import sync_playwright
+
+        with sync_playwright() as p:
+            path = p.chromium.executable_path
+    except Exception:  # playwright missing or its driver failing: no browser from it
+        return None
+    return path if path and os.path.exists(path) else None
 
 
 def main(argv: list[str] | None = None) -> int:

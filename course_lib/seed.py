@@ -7,6 +7,8 @@ import random
 import numpy as np
 import torch
 
+from course_lib.checks import check_int
+
 
 def seed_everything(seed: int = 0) -> np.random.Generator:
     """Seed Python's ``random``, NumPy's legacy global state and PyTorch (all devices).
@@ -20,8 +22,7 @@ def seed_everything(seed: int = 0) -> np.random.Generator:
     >>> a == (rng.integers(0, 100), torch.randint(0, 100, ()).item())
     True
     """
-    if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
-        raise ValueError(f"seed must be a non-negative int, got {seed!r}")
+    seed = check_int(seed, "seed", low=0)
     random.seed(seed)
     np.random.seed(seed % 2**32)
     torch.manual_seed(seed)  # also seeds CUDA and MPS generators

@@ -45,18 +45,18 @@
 
 # %%
 import math
-import tracemalloc
 
 import matplotlib.pyplot as plt
 import numpy as np
 import torch
 
-import course_lib.accelerated.softmax as fast
-import course_lib.reference.softmax as ref
+import course_lib.softmax.accelerated as fast
+import course_lib.softmax.reference as ref
 from course_lib import get_device, seed_everything
-from course_lib.exercises import softmax as check
+from course_lib.measure import peak_numpy_memory
 from course_lib.plotting import heatmap, new_axes, use_style
-from course_lib.widgets.softmax import entropy_curve
+from course_lib.softmax import exercises as check
+from course_lib.softmax.widget import entropy_curve
 
 rng = seed_everything(0)
 use_style()
@@ -335,7 +335,7 @@ np.testing.assert_allclose(ref.sampling_probs(x, top_p=0.9), np.array([0.5, 0.3,
 # website the widget shows its stored state; run the notebook to play with it.)
 
 # %%
-from course_lib.widgets.softmax import temperature_explorer
+from course_lib.softmax.widget import temperature_explorer
 
 temperature_explorer("2, 4, 4, 1, -1", labels=["the", "a", "one", "this", "cat"])
 
@@ -529,19 +529,11 @@ torch.testing.assert_close(fast.online_softmax(xt, chunk_size=999), torch.softma
 row = rng.standard_normal(1_000_000)  # 8 MB of float64 logits
 
 
-def peak_bytes(fn):
-    tracemalloc.start()
-    fn()
-    peak = tracemalloc.get_traced_memory()[1]
-    tracemalloc.stop()
-    return peak
-
-
 for chunk in (1024, 16384):
-    extra = peak_bytes(lambda c=chunk: ref.online_softmax_stats(row, chunk_size=c))
+    extra = peak_numpy_memory(lambda c=chunk: ref.online_softmax_stats(row, chunk_size=c))
     print(f"chunk {chunk:>5}: pass 1 peak {extra / (8 * chunk):.1f} chunks of float64")
     assert extra < 2 * 8 * chunk + 4096
-full_peak = peak_bytes(lambda: ref.softmax(row))
+full_peak = peak_numpy_memory(lambda: ref.softmax(row))
 print(f"full softmax: peak {full_peak / row.nbytes:.1f} x the size of the row")
 
 # %% [markdown]

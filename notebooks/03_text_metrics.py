@@ -52,7 +52,6 @@ from rouge_score import rouge_scorer
 from scipy.stats import kendalltau
 
 from course_lib import seed_everything
-from course_lib.exercises import text_metrics as check
 from course_lib.plotting import new_axes, use_style
 from course_lib.text_metrics import (
     bleu_from_stats,
@@ -71,6 +70,7 @@ from course_lib.text_metrics import (
     substring_count_as_printed,
     tokenize,
 )
+from course_lib.text_metrics import exercises as check
 from course_lib.text_metrics.dataset import load_translation_eval
 
 seed_everything(0)
@@ -591,7 +591,7 @@ assert bleu_by_tok["13a"]["scrambled"] < bleu_by_tok["13a"]["fair"]
 # the notebook to play with it.)
 
 # %%
-from course_lib.widgets.text_metrics import bleu_explorer
+from course_lib.text_metrics.widget import bleu_explorer
 
 bleu_explorer("the the cat sat on on the mat", ["the cat sat on the mat", "a cat was on the mat"])
 

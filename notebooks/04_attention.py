@@ -53,20 +53,20 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-import course_lib.accelerated.attention as fast
-import course_lib.reference.attention as ref
-from course_lib import get_device, seed_everything
-from course_lib.attention_cost import (
+import course_lib.attention.accelerated as fast
+import course_lib.attention.reference as ref
+from course_lib import device_for, get_device, seed_everything
+from course_lib.attention import exercises as check
+from course_lib.attention.cost import (
     attention_flops,
     crossover_length,
     ffn_flops,
     measure_attention,
 )
-from course_lib.attention_examples import HEAD_NAMES, notes_004_example, toy_sentence
-from course_lib.attention_module import MultiHeadAttention, to_torch_multihead
-from course_lib.exercises import attention as check
+from course_lib.attention.examples import HEAD_NAMES, notes_004_example, toy_sentence
+from course_lib.attention.module import MultiHeadAttention, to_torch_multihead
 from course_lib.plotting import heatmap, new_axes, use_style
-from course_lib.reference.softmax import softmax
+from course_lib.softmax.reference import softmax
 
 rng = seed_everything(0)
 use_style()
@@ -173,7 +173,8 @@ print(ref.scaled_dot_product_attention(Qc, Kc, Vc).shape)  # (d_l, d_v)
 # products and a softmax), and the two agree:
 
 # %%
-q, k, v = (torch.randn(2, 3, 5, 4, dtype=torch.float64, device=device) for _ in range(3))
+dev64 = device_for(torch.float64)  # float64 stays on the CPU on Apple MPS (no float64 there)
+q, k, v = (torch.randn(2, 3, 5, 4, dtype=torch.float64, device=dev64) for _ in range(3))
 ours = fast.scaled_dot_product_attention(q, k, v)  # (B, h, L, d_v) = (2, 3, 5, 4)
 theirs = F.scaled_dot_product_attention(q, k, v)
 torch.testing.assert_close(ours, theirs, rtol=1e-12, atol=1e-12)
@@ -556,7 +557,7 @@ print("cross-attention: ours and torch.nn.MultiheadAttention agree")
 # broadcasting would align the batch axis with the head axis; our functions refuse any mask
 # that does not broadcast *to* the logits' shape, which catches most such slips.
 #
-# For the layers of chapter 5, `course_lib.attention_module.MultiHeadAttention` wraps the same
+# For the layers of chapter 5, `course_lib.attention.module.MultiHeadAttention` wraps the same
 # computation in a `torch.nn.Module` (one fused $(d, d)$ projection per input, and PyTorch's
 # fused attention kernel unless `fused=False`). It also agrees with `torch.nn.MultiheadAttention`:
 
@@ -597,7 +598,7 @@ print("permutation:", perm, " outputs permuted the same way: True")
 #
 # A weight matrix is easiest to read as a heatmap: row $i$ shows where query $i$ looks. The
 # course downloads no trained model, so the four heads below were *built by hand*
-# (`course_lib.attention_examples.toy_sentence`): each token's input vector holds a one-hot of
+# (`course_lib.attention.examples.toy_sentence`): each token's input vector holds a one-hot of
 # its position, of its word and of its part of speech, and each head's $W_Q$ and $W_K$ match one
 # feature of the query against one feature of the key. The sentence has two padding tokens,
 # masked out.
@@ -635,7 +636,7 @@ plt.show()
 # widget shows its stored state; run the notebook to play with it.
 
 # %%
-from course_lib.widgets.attention import explorer
+from course_lib.attention.widget import explorer
 
 explorer()
 
@@ -715,7 +716,7 @@ plt.show()
 # {cite}`dao2022flashattention`, never storing an $L \times L$ matrix, and recomputes what the
 # backward pass needs. Below, forward plus backward for one sequence and 4 heads of 32; the
 # memory is the peak of tensor bytes alive at once, counted by following every tensor PyTorch
-# creates (`course_lib.attention_cost.peak_tensor_memory`), and the times are the best of two
+# creates (`course_lib.attention.cost.peak_tensor_memory`), and the times are the best of two
 # runs on one CPU thread of this machine (one thread, so that the curves show the arithmetic
 # and not how well small operations spread over cores; yours will differ).
 

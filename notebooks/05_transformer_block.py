@@ -54,28 +54,22 @@ import matplotlib.pyplot as plt
 import numpy as np
 import torch
 
-import course_lib.accelerated.block as fast
-import course_lib.reference.block as ref
+import course_lib.block.accelerated as fast
+import course_lib.block.reference as ref
 from course_lib import seed_everything
-from course_lib.block_params import (
-    BlockConfig,
-    DecoderConfig,
-    approx_parameters,
-    count_parameters,
-    gpt3_table,
-    init_parameters,
-    layout,
-)
-from course_lib.block_training import (
+from course_lib.attention.reference import causal_mask, multi_head_attention
+from course_lib.block import exercises as check
+from course_lib.block.config import BlockConfig, DecoderConfig
+from course_lib.block.counting import approx_parameters, count_parameters, gpt3_table
+from course_lib.block.experiment import (
     gradient_norms_at_init,
     load_log,
     reversal_batch,
     train_reversal,
 )
-from course_lib.exercises import block as check
+from course_lib.block.params import init_parameters, layout
 from course_lib.models import DecoderOnlyModel, TransformerBlock, encoder_layer_parameters
 from course_lib.plotting import new_axes, use_style
-from course_lib.reference.attention import causal_mask, multi_head_attention
 
 rng = seed_everything(0)
 use_style()
@@ -84,7 +78,7 @@ np.set_printoptions(precision=3, suppress=True)
 # %% [markdown]
 # `ref` holds the NumPy references (float64, written like the equations) and `fast` their
 # PyTorch twins (same names and signatures; batched, any device, dtype-preserving,
-# differentiable). Configurations and parameter counts live in `course_lib.block_params`; the
+# differentiable). Configurations and parameter counts live in `course_lib.block.params`; the
 # `torch.nn.Module`s in `course_lib.models`.
 #
 # ## 5.1 The block as the notes describe it
@@ -566,7 +560,7 @@ assert xl["exact_as_printed_error"] > 0.15 and abs(xl["exact_error"]) < 0.02
 # cost. (On the website it shows its stored state; run the notebook to use it.)
 
 # %%
-from course_lib.widgets.block import explorer
+from course_lib.block.widget import explorer
 
 explorer("GPT-3 Small")
 
@@ -687,7 +681,7 @@ assert race["pre"]["accuracy"] > 0.95 and np.mean(race["post"]["loss"][-10:]) > 
 # Both models sit at chance for the first steps; the pre-LN one then breaks away and solves
 # the task within a few dozen steps, while the post-LN one never leaves chance. One run is one
 # seed, so the repository ships a larger experiment, made by
-# `python -m course_lib.block_training` (about a quarter of an hour on one core; see
+# `python -m course_lib.block.experiment` (about a quarter of an hour on one core; see
 # `data/README.md`): depths 2 and 6, three learning rates, with and without a 100-step linear
 # warm-up, three seeds each, 300 steps.
 
@@ -902,7 +896,7 @@ print(
 
 # %%
 # NBVAL_IGNORE_OUTPUT
-import time
+from course_lib.measure import best_time
 
 torch.manual_seed(0)
 c = BlockConfig(d_model=128, n_heads=4, d_ff=512)
@@ -910,12 +904,7 @@ ours = TransformerBlock(c)
 theirs = torch.nn.TransformerEncoderLayer(128, 4, 512, dropout=0.0, batch_first=True)
 x = torch.randn(4, 64, 128, requires_grad=True)
 for name, m in (("ours (post-LN)", ours), ("torch TransformerEncoderLayer", theirs)):
-    m(x).sum().backward()  # warm up
-    best = float("inf")
-    for _ in range(5):
-        t0 = time.perf_counter()
-        m(x).sum().backward()
-        best = min(best, time.perf_counter() - t0)
+    best = best_time(lambda m=m: m(x).sum().backward(), repeats=5)
     print(
         f"{name:<30} forward+backward {1e3 * best:6.1f} ms  ({x.shape[0] * x.shape[1] / best:,.0f} tokens/s)"
     )

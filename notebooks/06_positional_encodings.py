@@ -50,21 +50,20 @@ import matplotlib.pyplot as plt
 import numpy as np
 import torch
 
-import course_lib.accelerated.attention as attn
-import course_lib.accelerated.positions as fast
-import course_lib.reference.attention as ref_attn
-import course_lib.reference.positions as ref
-from course_lib import get_device, positions_models, seed_everything
-from course_lib.exercises import positions as check
+import course_lib.attention.accelerated as attn
+import course_lib.attention.reference as ref_attn
+import course_lib.positions.accelerated as fast
+import course_lib.positions.reference as ref
+from course_lib import device_for, get_device, seed_everything
 from course_lib.plotting import PALETTE, heatmap, new_axes, use_style
-from course_lib.positions_extra import (
+from course_lib.positions import exercises as check
+from course_lib.positions import experiment
+from course_lib.positions.as_printed import (
     algorithm1_steps,
-    alibi_slopes,
-    binary_table,
     printed_case_counts,
-    relative_offsets,
     sinusoidal_as_printed,
 )
+from course_lib.positions.indices import alibi_slopes, binary_table, relative_offsets
 
 rng = seed_everything(0)
 use_style()
@@ -515,8 +514,9 @@ assert math.isclose(4096 * 4096 * 64 * 4 / 2**30, 4.0)  # 4 GiB per head at L = 
 
 # %%
 device = get_device()
-qb = torch.randn(2, 8, 64, 16, dtype=torch.float64, device=device)  # (B, h, L, d_h)
-Eb = torch.randn(64, 16, dtype=torch.float64, device=device)  # (L, d_h), shared by heads
+dev64 = device_for(torch.float64)  # float64 stays on the CPU on Apple MPS (no float64 there)
+qb = torch.randn(2, 8, 64, 16, dtype=torch.float64, device=dev64)  # (B, h, L, d_h)
+Eb = torch.randn(64, 16, dtype=torch.float64, device=dev64)  # (L, d_h), shared by heads
 torch.testing.assert_close(fast.relative_logits_skewed(qb, Eb), fast.relative_logits_naive(qb, Eb))
 np.testing.assert_allclose(
     fast.relative_logits_skewed(qb, Eb).cpu().numpy(),
@@ -584,17 +584,15 @@ torch.testing.assert_close(  # float32 on the PyTorch side: compared at float32 
 #   (find the markers) plus a preference for the nearest one.
 #
 # Training the ten models takes about a minute, too long for this notebook, so
-# `python -m course_lib.positions_models` trains them with fixed seeds and ships the weights
+# `python -m course_lib.positions.experiment` trains them with fixed seeds and ships the weights
 # and evaluation in `data/` (described in `data/README.md`); a test retrains one of them and
 # checks that it comes out the same. Here we load the weights and evaluate them afresh on 256
 # new sequences of length $4L = 128$.
 
 # %%
-cfg, models, recorded = positions_models.load_experiment()
-per_position = {
-    key: positions_models.evaluate(m, key.split("/")[0], cfg) for key, m in models.items()
-}
-summary = {key: positions_models.summarise(acc, cfg) for key, acc in per_position.items()}
+cfg, models, recorded = experiment.load_experiment()
+per_position = {key: experiment.evaluate(m, key.split("/")[0], cfg) for key, m in models.items()}
+summary = {key: experiment.summarise(acc, cfg) for key, acc in per_position.items()}
 print(f"{'task':<8}{'scheme':<12}" + "".join(f"{'acc @ ' + str(n):>12}" for n in cfg.eval_lens))
 for key, s in summary.items():
     task, scheme = key.split("/")
@@ -653,7 +651,7 @@ assert acc["recent/rotary"][64] > acc["recent/sinusoidal"][64]  # rotary holds o
 # correct key, three back, as a function of the query position:
 
 # %%
-x_eval, _ = positions_models.eval_batch("lag", cfg)
+x_eval, _ = experiment.eval_batch("lag", cfg)
 fig, ax = new_axes(
     "Attention on the key three back (best head), lag task",
     "query position",
@@ -662,7 +660,7 @@ fig, ax = new_axes(
 )
 t = torch.arange(3, cfg.max_len)  # query positions with a target
 for scheme, colour in (("sinusoidal", PALETTE[1]), ("learned", PALETTE[2]), ("rotary", PALETTE[4])):
-    w = positions_models.attention_maps(models[f"lag/{scheme}"], x_eval[:64])[0]  # (B, h, L, L)
+    w = experiment.attention_maps(models[f"lag/{scheme}"], x_eval[:64])[0]  # (B, h, L, L)
     on_target = w[:, :, t, t - 3].mean(0).max(0).values.numpy()  # (L - 3,)
     ax.plot(t.numpy(), on_target, color=colour, label=scheme)
 ax.axvline(cfg.train_len, color="black", ls="--", lw=1)
@@ -787,7 +785,7 @@ np.testing.assert_allclose(w_offset, w_key_only, atol=1e-12)
 # \operatorname{rot}(k, n)$, constant along diagonals in both cases. Right: one row of it.
 
 # %%
-from course_lib.widgets.positions import explorer
+from course_lib.positions.widget import explorer
 
 explorer(d_model=32, n_positions=50)
 

@@ -49,11 +49,11 @@ import ml_dtypes
 import numpy as np
 import torch
 
-import course_lib.accelerated.number_formats as fast
-import course_lib.reference.number_formats as ref
+import course_lib.number_formats.accelerated as fast
+import course_lib.number_formats.reference as ref
 from course_lib import get_device, seed_everything
-from course_lib.exercises import number_formats as check
-from course_lib.number_formats_tables import FORMAT_NAMES, format_table, get_format
+from course_lib.number_formats import exercises as check
+from course_lib.number_formats.formats import FORMAT_NAMES, format_table, get_format
 from course_lib.plotting import PALETTE, new_axes, use_style
 
 rng = seed_everything(0)
@@ -313,7 +313,7 @@ plt.show()
 # widgets show their stored state; run the notebook to use them.)
 
 # %%
-from course_lib.widgets.number_formats import bit_editor, value_box
+from course_lib.number_formats.widget import bit_editor, value_box
 
 bit_editor("float32", 0x3E200000)
 
@@ -788,6 +788,27 @@ for label, M in (("no outliers", W), ("16 outliers of 1.0", W_out)):
 # scale becomes $1/127$, coarser than most weights, and the error grows tenfold;
 # per block, only the 16 blocks that hold an outlier are affected.
 #
+# **Quantise 16-bit weights in float32.** Weights are often stored in bfloat16. Computing
+# $w_i / s$ in bfloat16 rounds the quotient to 8 significant bits *before* `round` sees it: near
+# the top of the range, where neighbouring bfloat16 numbers are 0.5 apart, that decides the code.
+# So the library (like bitsandbytes) converts a block to float32, computes the scale and the codes
+# there, and keeps the scale in float32. Compare both with the exact quotient in float64:
+
+# %%
+W16 = (0.02 * torch.randn(64 * 1024, generator=gen)).to(torch.bfloat16)  # (n,) bfloat16 weights
+exact = W16.double().view(-1, 64)  # the same numbers, exactly, in float64
+s_exact = exact.abs().amax(dim=1, keepdim=True) / 127
+blocks16 = W16.view(-1, 64)
+q_in_bf16 = torch.round(blocks16 / (blocks16.abs().amax(dim=1, keepdim=True) / 127))  # all bf16
+q_ours, s_ours = fast.absmax_quantize(W16, block_size=64)  # float32 inside
+wrong_bf16 = int((q_in_bf16.double() - exact / s_exact).abs().gt(0.5 + 1e-4).sum())
+wrong_ours = int((q_ours.view(-1, 64).double() - exact / s_exact).abs().gt(0.5 + 1e-4).sum())
+print(
+    f"codes that are not the nearest integer: computed in bfloat16 {wrong_bf16}, in float32 {wrong_ours}"
+)
+assert wrong_bf16 > 1000 and wrong_ours == 0 and s_ours.dtype == torch.float32
+
+# %% [markdown]
 # ### NF4: four bits placed where normal weights are
 #
 # Four bits give 16 codes. Absmax int4 spaces its 15 levels evenly, but trained weights are
@@ -852,13 +873,33 @@ plt.show()
 # %% [markdown]
 # NF4's levels crowd where the weights are; int4 wastes levels on the tails.
 #
+# This is the NF4 that QLoRA runs: on the same weights, bitsandbytes' own `quantize_4bit`
+# (which runs on the CPU too) produces the very same packed bytes and scales as
+# `fast.nf4_quantize` followed by `fast.pack_4bit`:
+
+# %%
+import logging
+
+# bitsandbytes logs a notice about optional kernels on some CPUs only: keep outputs machine-free
+logging.getLogger("bitsandbytes").setLevel(logging.ERROR)
+import bitsandbytes.functional as bnb  # noqa: E402
+
+packed_bnb, state = bnb.quantize_4bit(W, blocksize=64, quant_type="nf4", compress_statistics=False)
+codes, absmax = fast.nf4_quantize(W, block_size=64)
+assert torch.equal(fast.pack_4bit(codes).reshape(-1), packed_bnb.reshape(-1))
+assert torch.equal(absmax, state.absmax)
+print("bitsandbytes and course_lib: identical NF4 codes and scales for", W.numel(), "weights")
+#
 # ### Double quantisation, and the memory per parameter
 #
 # A float32 scale per block of 64 weights costs $32/64 = 0.5$ extra bits per weight. QLoRA's
 # **double quantisation** quantises these scales too: subtract their mean, then quantise them to
 # 8 bits in blocks of 256, which costs $8/64 + 32/(64 \cdot 256) \approx 0.127$ bits per weight
-# {cite}`dettmers2023qlora`. (QLoRA uses an 8-bit float code for this second level; we use absmax
-# int8 from above, which takes the same memory.) Finally the codes are stored two per byte.
+# {cite}`dettmers2023qlora`. (QLoRA, and bitsandbytes with `compress_statistics=True`, store the
+# second level in an 8-bit *dynamic* float code with one float32 scale per 256 scales; we use absmax
+# int8 from above, which takes the same memory but is another format, so the second-level bytes
+# differ from bitsandbytes' while the 4-bit codes of the weights are the same.) Finally the codes
+# are stored two per byte.
 
 
 # %%

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import math
+from pathlib import Path
+
 import matplotlib.pyplot as plt
 import numpy as np
 import pytest
@@ -25,14 +28,32 @@ def test_device_override(monkeypatch):
             get_device()
 
 
-def test_default_device_order(monkeypatch):
+@pytest.mark.parametrize(
+    ("cuda", "mps", "expected"),
+    [(True, True, "cuda"), (True, False, "cuda"), (False, True, "mps"), (False, False, "cpu")],
+)
+def test_default_device_order(monkeypatch, cuda, mps, expected):
+    """CUDA first, then Apple MPS, then the CPU, whatever this machine has."""
     monkeypatch.delenv("COURSE_DEVICE", raising=False)
-    expected = (
-        "cuda"
-        if torch.cuda.is_available()
-        else ("mps" if torch.backends.mps.is_available() else "cpu")
-    )
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: cuda)
+    monkeypatch.setattr(torch.backends.mps, "is_available", lambda: mps)
     assert get_device().type == expected
+
+
+def test_device_override_and_its_errors(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(torch.backends.mps, "is_available", lambda: False)
+    monkeypatch.setenv("COURSE_DEVICE", "cpu")
+    assert get_device().type == "cpu"
+    monkeypatch.setenv("COURSE_DEVICE", "cuda")
+    with pytest.raises(ValueError, match="CUDA is not available"):
+        get_device()
+    monkeypatch.setenv("COURSE_DEVICE", "mps")
+    with pytest.raises(ValueError, match="Apple MPS is not available"):
+        get_device()
+    monkeypatch.setenv("COURSE_DEVICE", "gpu0")
+    with pytest.raises(ValueError, match="is not a device name"):
+        get_device()
 
 
 def test_seeding_is_reproducible():
@@ -43,8 +64,10 @@ def test_seeding_is_reproducible():
     np.testing.assert_array_equal(a[0], b[0])
     np.testing.assert_array_equal(a[1], b[1])
     torch.testing.assert_close(a[2], b[2])
-    with pytest.raises(ValueError, match="non-negative int"):
+    with pytest.raises(ValueError, match="seed must be at least 0, got -1"):
         seed_everything(-1)
+    with pytest.raises(TypeError, match="seed must be an int"):
+        seed_everything(1.5)
 
 
 def test_checks():
@@ -60,6 +83,40 @@ def test_checks():
         checks.check_int(True, "n")
     with pytest.raises(ValueError, match="at most 3"):
         checks.check_int(4, "n", high=3)
+
+
+@pytest.mark.parametrize("bad", [1, "yes", None, 1.0])
+def test_check_bool_rejects_what_is_not_a_bool(bad):
+    with pytest.raises(TypeError, match="flag must be True or False"):
+        checks.check_bool(bad, "flag")
+    assert checks.check_bool(np.bool_(True), "flag") is True
+
+
+def test_check_real_kinds_and_bounds():
+    # the wrong kind is a TypeError (lr=True used to be accepted as 1)
+    for bad in (True, np.bool_(False), "1e-3", None, [1.0], 1j):
+        with pytest.raises(TypeError, match="lr must be a real number"):
+            checks.check_real(bad, "lr", low=0.0, low_open=True)
+    # the wrong value is a ValueError that names the interval
+    with pytest.raises(ValueError, match=r"lr must be in \(0.0, inf\], got 0"):
+        checks.check_real(0, "lr", low=0.0, low_open=True)
+    with pytest.raises(ValueError, match=r"p must be in \[0.0, 1.0\), got 1.0"):
+        checks.check_real(1.0, "p", low=0.0, high=1.0, high_open=True)
+    with pytest.raises(ValueError, match="got nan"):
+        checks.check_real(float("nan"), "x")
+    with pytest.raises(ValueError, match="got inf"):
+        checks.check_real(float("inf"), "base", low=0.0, low_open=True, high_open=True)
+    assert checks.check_real(np.float32(0.5), "p", low=0.0, high=1.0) == 0.5
+    assert checks.check_real(math.inf, "x") == math.inf  # closed infinite end admits inf
+
+
+def test_check_choice_and_same_shape():
+    with pytest.raises(TypeError, match="norm must be a str"):
+        checks.check_choice(1, "norm", ["layer", "rms"])
+    with pytest.raises(ValueError, match="norm must be one of 'layer', 'rms'; got 'batch'"):
+        checks.check_choice("batch", "norm", ["layer", "rms"])
+    with pytest.raises(ValueError, match=r"grad must have the shape of x \(2,\), got \(3,\)"):
+        checks.check_same_shape((2,), (3,), "x", "grad")
 
 
 def test_plot_helpers_require_titles_and_labels():
@@ -83,9 +140,29 @@ def test_doctor_flags_missing_packages(tmp_path, monkeypatch, capsys):
     req = tmp_path / "requirements.txt"
     req.write_text("numpy==2.4.6\nno-such-package-xyz==1.0\n")
     monkeypatch.setattr(doctor, "REQUIREMENTS", req)
-    monkeypatch.setattr(doctor.pinned_requirements, "__defaults__", (req,))
     assert doctor.main([]) == 1
     assert "FAIL  no-such-package-xyz" in capsys.readouterr().out
     req.write_text("numpy>=2\n")
     with pytest.raises(ValueError, match="not pinned"):
         doctor.pinned_requirements(req)
+
+
+def test_doctor_finds_playwrights_chromium_when_there_is_no_system_browser(monkeypatch):
+    """Set-up falls back to `playwright install chromium` (macOS without Chrome, non-Debian
+    Linux, or not root): the doctor must then report that browser, not 'not found'."""
+    monkeypatch.delenv("CHROMIUM", raising=False)
+    monkeypatch.setattr(doctor.shutil, "which", lambda name: None)
+    monkeypatch.setattr(
+        doctor.os.path, "exists", lambda path: path == "/cache/ms-playwright/chrome"
+    )
+    monkeypatch.setattr(doctor, "playwright_chromium", lambda: "/cache/ms-playwright/chrome")
+    assert doctor.find_chromium() == "/cache/ms-playwright/chrome"
+    monkeypatch.setattr(doctor, "playwright_chromium", lambda: None)
+    assert doctor.find_chromium() is None
+    monkeypatch.setenv("CHROMIUM", "/opt/my/chrome")
+    assert doctor.find_chromium() == "/opt/my/chrome"
+
+
+def test_playwright_chromium_is_none_or_an_existing_file():
+    path = doctor.playwright_chromium()
+    assert path is None or Path(path).exists()

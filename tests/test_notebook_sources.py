@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import jupytext
@@ -67,3 +68,20 @@ def test_hand_out_keeps_exercises_and_drops_every_solution(src):
     assert "require=True" not in text, "solution code left in a cell not tagged solution"
     assert text.count("{exercise}") >= 3 and "NotImplementedError" in text
     assert all(not c.get("outputs") for c in nb.cells if c.cell_type == "code")
+
+
+FLOAT64_ON_DEVICE = re.compile(
+    r"(torch\.float64|\.double\(\))[^\n#]*(device=(?!dev64|device_for|\"cpu\"|'cpu')|\.to\((?!\"cpu\"|'cpu'|torch\.float))"
+)
+
+
+@pytest.mark.parametrize("src", SOURCES, ids=lambda p: p.stem)
+def test_float64_tensors_never_go_to_the_chosen_device(src):
+    """Apple MPS has no float64: a float64 tensor made on (or moved to) the course device fails
+    there. float64 goes through course_lib.device.device_for (the CPU on MPS)."""
+    bad = [
+        f"line {i}: {line.strip()}"
+        for i, line in enumerate(src.read_text().splitlines(), 1)
+        if FLOAT64_ON_DEVICE.search(line)
+    ]
+    assert not bad, "float64 on the chosen device:\n" + "\n".join(bad)

@@ -5,16 +5,17 @@ from __future__ import annotations
 
 import math
 
+import bitsandbytes.functional as bnb
 import ml_dtypes
 import numpy as np
 import pytest
 import torch
 
-import course_lib.accelerated.number_formats as fast
-import course_lib.reference.number_formats as ref
-from course_lib.exercises import number_formats as check
-from course_lib.number_formats_tables import FORMAT_NAMES, FORMATS, format_table, get_format
-from course_lib.widgets.number_formats import (
+import course_lib.number_formats.accelerated as fast
+import course_lib.number_formats.reference as ref
+from course_lib.number_formats import exercises as check
+from course_lib.number_formats.formats import FORMAT_NAMES, FORMATS, format_table, get_format
+from course_lib.number_formats.widget import (
     bit_editor,
     bit_fields,
     parse_number,
@@ -680,3 +681,78 @@ def test_benchmark_runs_on_quick_sizes():
     assert [r["bits/param"] for r in both] == [4.5, pytest.approx(4.127, abs=1e-3)]
     text = bench.summary(rows)
     assert "decode target" in text and "not measured (quick run)" in text
+
+
+# --- 16-bit inputs to the quantisers (computed in float32, checked against float64) ----------
+QUANT_DTYPES = [torch.float64, torch.float32, torch.float16, torch.bfloat16]
+
+
+def _weights(dtype: torch.dtype, n: int = 64 * 257) -> torch.Tensor:
+    g = torch.Generator().manual_seed(7)
+    return (0.7 * torch.randn(n, generator=g, dtype=torch.float64)).to(dtype)
+
+
+@pytest.mark.parametrize("dtype", QUANT_DTYPES, ids=str)
+def test_absmax_codes_are_round_w_over_scale_in_float64_for_every_input_dtype(dtype):
+    """Each code is W / scale rounded to the nearest integer, W / scale computed in float64 from
+    the very values the quantiser saw and the scale it returned. Only ties (W / absmax a power of
+    two puts W / scale on k + 1/2, up to float32 rounding) may round either way: the float32 division
+    decides them, as it does in bitsandbytes. Computed in 16 bits, thousands of codes were off."""
+    W = _weights(dtype)
+    q, scale = fast.absmax_quantize(W, block_size=64)
+    assert scale.dtype == (torch.float64 if dtype == torch.float64 else torch.float32)
+    W64 = W.double().view(-1, 64)  # the values the quantiser was given, exactly
+    scale64 = W64.abs().amax(dim=1) / 127
+    torch.testing.assert_close(scale.double(), scale64, rtol=1e-7, atol=0)
+    ratio = W64 / scale.double()[:, None]  # (n_blocks, 64)
+    slack = 2**-22 * ratio.abs()  # a float32 division can move a near-tie by this much
+    off = (q.view(-1, 64).double() - ratio).abs()
+    assert bool((off <= 0.5 + slack).all()), "a code is not the nearest integer to W / scale"
+    not_a_tie = (ratio - ratio.floor() - 0.5).abs() > slack
+    want = torch.round(ratio).clamp(-127, 127)
+    assert torch.equal(q.view(-1, 64).double()[not_a_tie], want[not_a_tie])
+    back = fast.absmax_dequantize(q, scale, block_size=64)
+    eps = torch.finfo(back.dtype).eps  # the dequantised value's own rounding, in its dtype
+    err = (back.double().view(-1, 64) - W64).abs()
+    assert bool((err <= scale64[:, None] / 2 + eps * W64.abs()).all()), (
+        "the round trip must be within half a step"
+    )
+
+
+@pytest.mark.parametrize("dtype", QUANT_DTYPES, ids=str)
+def test_nf4_codes_are_the_nearest_level_for_every_input_dtype(dtype):
+    W = _weights(dtype)
+    codes, absmax = fast.nf4_quantize(W, block_size=64)
+    x = (W.double().view(-1, 64) / absmax.double()[:, None]).reshape(-1)  # exact ratios
+    levels = fast.nf4_codebook().double()
+    dist = (x[:, None] - levels[None, :]).abs()  # (n, 16)
+    nearest = dist.min(dim=1).values
+    chosen = dist.gather(1, codes.reshape(-1, 1).long()).squeeze(1)
+    assert torch.equal(chosen, nearest), "every code must name a nearest level"
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16], ids=str)
+def test_nf4_equals_bitsandbytes_codes_and_values(dtype):
+    """bitsandbytes' own NF4 (quantize_4bit/dequantize_4bit, on the CPU): the same packed
+    bytes, the same absmax, the same dequantised values."""
+    W = _weights(dtype).view(257, 64)
+    packed, state = bnb.quantize_4bit(W, blocksize=64, quant_type="nf4", compress_statistics=False)
+    codes, absmax = fast.nf4_quantize(W, block_size=64)
+    assert torch.equal(fast.pack_4bit(codes).reshape(-1), packed.reshape(-1))
+    assert torch.equal(absmax, state.absmax)
+    theirs = bnb.dequantize_4bit(packed, state)  # in W's dtype
+    ours = fast.nf4_dequantize(codes, absmax, block_size=64)  # in float32, absmax's dtype
+    assert torch.equal(ours.to(theirs.dtype), theirs)
+    torch.testing.assert_close(theirs.float(), ours, rtol=2**-7, atol=0)
+
+
+def test_bitsandbytes_double_quantisation_is_another_format():
+    """bitsandbytes' double quantisation stores absmax minus its mean in its 8-bit dynamic
+    code (blocks of 256); the chapter's stores it with int8 absmax: the codes of W agree, the
+    second-level statistics do not (chapter 12 says why)."""
+    W = _weights(torch.float32, 64 * 512).view(512, 64)
+    packed, state = bnb.quantize_4bit(W, blocksize=64, quant_type="nf4", compress_statistics=True)
+    codes, _ = fast.nf4_quantize(W, block_size=64)
+    assert torch.equal(fast.pack_4bit(codes).reshape(-1), packed.reshape(-1))
+    assert state.nested and state.absmax.dtype == torch.uint8 and state.state2.blocksize == 256
+    assert state.offset is not None  # the mean of absmax, subtracted before the second level

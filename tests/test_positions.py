@@ -5,30 +5,30 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
 
-import course_lib.accelerated.attention as fast_attention
-import course_lib.accelerated.positions as fast
-import course_lib.reference.positions as ref
+import course_lib.attention.accelerated as fast_attention
+import course_lib.positions.accelerated as fast
+import course_lib.positions.reference as ref
 from benchmarks import positions as bench
-from course_lib import positions_models as pm
-from course_lib.exercises import positions as check
-from course_lib.positions_extra import (
+from course_lib.paths import data_path
+from course_lib.positions import exercises as check
+from course_lib.positions import experiment as pm
+from course_lib.positions.as_printed import (
     algorithm1_steps,
-    alibi_slopes,
-    binary_table,
     printed_case_counts,
-    relative_offsets,
     sinusoidal_as_printed,
 )
-from course_lib.widgets.positions import encoding_view, explorer, render_html
+from course_lib.positions.indices import alibi_slopes, binary_table, relative_offsets
+from course_lib.positions.widget import encoding_view, explorer, render_html
 
 F64 = torch.float64
-ROOT = pm.ROOT
+ROOT = Path(__file__).resolve().parent.parent
 SIDES = ["reference", "accelerated"]
 
 
@@ -197,7 +197,7 @@ def test_shaw_attention_from_the_pieces(side):
     want = _shaw_explicit(q, k, v, aK, aV)
     bias = _call(side, "relative_key_logits", q, aK) / math.sqrt(d)
     if side == "reference":
-        import course_lib.reference.attention as ref_attention
+        import course_lib.attention.reference as ref_attention
 
         w = ref_attention.attention_weights(q, k, bias=bias)
         out = w @ v + ref.relative_value_term(w, aV)
@@ -227,7 +227,7 @@ def test_attention_without_positions_is_permutation_equivariant_not_invariant():
     x = rng.standard_normal((6, 8))
     perm = rng.permutation(6)
     w = [rng.standard_normal((2, 8, 4)) for _ in range(3)] + [rng.standard_normal((8, 8))]
-    import course_lib.reference.attention as ref_attention
+    import course_lib.attention.reference as ref_attention
 
     out = ref_attention.multi_head_attention(x, x, x, *w)
     out_p = ref_attention.multi_head_attention(x[perm], x[perm], x[perm], *w)
@@ -408,7 +408,7 @@ def test_bad_inputs(side):
         m.rotary_embedding(T(np.ones((3, 5))))
     with pytest.raises(ValueError, match="layout must be one of"):
         m.sinusoidal_encoding(T([1.0]), 4, layout="halves")
-    with pytest.raises(ValueError, match="base must be a positive"):
+    with pytest.raises(ValueError, match=r"base must be in \(0.0, inf\)"):
         m.sinusoidal_encoding(T([1.0]), 4, base=-1.0)
     with pytest.raises(ValueError, match="positions must be finite"):
         m.sinusoidal_encoding(T([np.nan]), 4)
@@ -471,6 +471,7 @@ def test_models_run_and_learned_tables_refuse_longer_inputs():
         pm.TinyPositionLM("relative", 8, 8, 2, 1, 16, max_len=8)
 
 
+@pytest.mark.portability
 def test_shipped_models_reproduce_the_shipped_evaluation():
     cfg, models, results = pm.load_experiment()
     assert set(models) == {f"{t}/{s}" for t in cfg.tasks for s in cfg.schemes}
@@ -481,23 +482,30 @@ def test_shipped_models_reproduce_the_shipped_evaluation():
             assert abs(a - results["runs"][key]["summary"][str(n)]) < 1e-3, key
 
 
+@pytest.mark.portability
 def test_training_script_reproduces_a_shipped_model():
-    """The fast subset: retrain one (task, scheme) with the shipped recipe and compare."""
+    """The fast subset: retrain one (task, scheme) with the shipped recipe and compare what is
+    meaningful: the loss curve, the accuracies and the predictions. Never individual weights:
+    the key bias gets gradients of ~1e-8 (it cancels in the softmax), Adam turns that rounding
+    noise into full-size steps, and those weights wander differently on every CPU."""
     cfg, models, results = pm.load_experiment()
     model, losses = pm.train_one("recent", "alibi", cfg)
-    shipped = models["recent/alibi"].state_dict()
-    for name, value in model.state_dict().items():
-        torch.testing.assert_close(value, shipped[name], atol=2e-3, rtol=1e-2)
     run = results["runs"]["recent/alibi"]
-    assert abs(sum(losses[-50:]) / 50 - run["final_loss"]) < 5e-3
+    assert abs(sum(losses[-50:]) / 50 - run["final_loss"]) < 0.02
     summary = pm.summarise(pm.evaluate(model, "recent", cfg), cfg)
     for n, a in summary.items():
-        assert abs(a - run["summary"][str(n)]) < 5e-3
+        assert abs(a - run["summary"][str(n)]) < 0.02, n
+    x, y = pm.eval_batch("recent", cfg)
+    with torch.no_grad():
+        ours, shipped = model(x).argmax(-1), models["recent/alibi"](x).argmax(-1)  # (B, L)
+    scored = y != -100
+    agree = float(((ours == shipped) & scored).sum() / scored.sum())
+    assert agree > 0.97, f"the retrained model predicts like the shipped one on {agree:.1%}"
 
 
 def test_closing_note_table_matches_the_shipped_results():
     """The table typed into the notebook's closing note is the one the script recorded."""
-    results = json.loads(pm.RESULTS_FILE.read_text())["runs"]
+    results = json.loads(data_path(pm.RESULTS_FILE).read_text())["runs"]
     source = (ROOT / "notebooks" / "06_positional_encodings.py").read_text()
     rows = [line for line in source.splitlines() if line.startswith(("# | lag", "# | recent"))]
     assert len(rows) == 6
@@ -510,10 +518,10 @@ def test_closing_note_table_matches_the_shipped_results():
 
 
 def test_shipped_results_file_is_consistent():
-    results = json.loads(pm.RESULTS_FILE.read_text())
+    results = json.loads(data_path(pm.RESULTS_FILE).read_text())
     cfg = results["config"]
     assert cfg["train_len"] == 32 and cfg["eval_lens"] == [32, 64, 128]
-    assert pm.WEIGHTS_FILE.stat().st_size < 400_000  # "a few hundred KB at most"
+    assert data_path(pm.WEIGHTS_FILE).stat().st_size < 400_000  # "a few hundred KB at most"
     for run in results["runs"].values():
         assert len(run["per_position"]) == 128
 
@@ -621,3 +629,15 @@ def test_checkers_explain_mistakes(checker, wrong, words):
     assert not outcome and words in str(outcome), str(outcome)
     with pytest.raises(AssertionError):
         checker(wrong, require=True)
+
+
+@pytest.mark.parametrize("scheme", pm.SCHEMES)
+def test_model_and_attention_maps_follow_the_models_device(scheme):
+    """Every tensor the model makes (positions, masks, biases) is made on its device: on the
+    meta device (shapes only, like a GPU that is not there) a CPU-made tensor or a value read
+    would fail."""
+    model = pm.TinyPositionLM(scheme, 8, 8, 2, 2, 16, max_len=6).to("meta")
+    tokens = torch.zeros(2, 5, dtype=torch.long, device="meta")
+    assert model(tokens).device.type == "meta"
+    maps = pm.attention_maps(model, tokens)
+    assert len(maps) == 2 and maps[0].shape == (2, 2, 5, 5) and maps[0].device.type == "meta"

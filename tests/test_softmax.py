@@ -9,10 +9,10 @@ import pytest
 import scipy.special
 import torch
 
-import course_lib.accelerated.softmax as fast
-import course_lib.reference.softmax as ref
-from course_lib.exercises import softmax as check
-from course_lib.widgets.softmax import (
+import course_lib.softmax.accelerated as fast
+import course_lib.softmax.reference as ref
+from course_lib.softmax import exercises as check
+from course_lib.softmax.widget import (
     distribution,
     entropy_curve,
     parse_logits,

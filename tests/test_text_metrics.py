@@ -15,7 +15,7 @@ from rouge_score import tokenize as rouge_tokenize
 from sacrebleu.tokenizers.tokenizer_13a import Tokenizer13a
 from sacrebleu.tokenizers.tokenizer_char import TokenizerChar
 
-from course_lib.exercises import text_metrics as check
+from course_lib.paths import data_path
 from course_lib.text_metrics import (
     ROUGE_VARIANTS,
     BleuStats,
@@ -38,6 +38,7 @@ from course_lib.text_metrics import (
     tokenize,
     tokenize_many,
 )
+from course_lib.text_metrics import exercises as check
 from course_lib.text_metrics import tokenizers as tokenize_module
 from course_lib.text_metrics.dataset import (
     DATA_DIR,
@@ -47,7 +48,7 @@ from course_lib.text_metrics.dataset import (
     synthetic_corpus,
     write_translation_eval,
 )
-from course_lib.widgets.text_metrics import bleu_breakdown, bleu_explorer, render_html
+from course_lib.text_metrics.widget import bleu_breakdown, bleu_explorer, render_html
 
 DATA = load_translation_eval()
 SMOOTHINGS = ("none", "floor", "add-k", "exp")
@@ -491,7 +492,7 @@ def test_documented_results_for_degenerate_input():
 def test_data_set_is_reproducible_and_large_enough(tmp_path):
     written = write_translation_eval(tmp_path)
     for path in written:
-        assert path.read_bytes() == (DATA_DIR / path.name).read_bytes(), path.name
+        assert path.read_bytes() == data_path(DATA_DIR, path.name).read_bytes(), path.name
     assert len(DATA.sources) >= 50
     assert all(len(refs) >= 2 for refs in DATA.references)
     assert len(DATA.systems) >= 3

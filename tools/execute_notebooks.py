@@ -5,6 +5,10 @@
 
 Widget state is stored in the notebook so that the website shows widgets without a kernel.
 Prints each notebook's run time (the budget is 60 s on 2 CPU cores).
+
+The kernel always runs on the CPU (``COURSE_DEVICE=cpu``) with a fixed hash seed: the stored
+outputs are what nbval compares every later run against, on any machine, so they must not
+depend on whether the machine that executed them had a GPU.
 """
 
 from __future__ import annotations
@@ -22,6 +26,8 @@ from nbclient import NotebookClient
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = ROOT / "notebooks"
 KERNELSPEC = {"display_name": "Python 3", "language": "python", "name": "python3"}
+#: The kernel's environment, whatever the caller's: stored outputs are CPU outputs.
+KERNEL_ENV = {"COURSE_DEVICE": "cpu", "PYTHONHASHSEED": "0"}
 
 
 def sources(names: list[str]) -> list[Path]:
@@ -42,16 +48,15 @@ def execute(src: Path, timeout: int = 600) -> float:
     nb.metadata["kernelspec"] = KERNELSPEC
     nb.metadata.setdefault("jupytext", {})["formats"] = "ipynb,py:percent"
     nb.metadata["language_info"] = {"name": "python"}
-    os.environ.setdefault("PYTHONHASHSEED", "0")
     client = NotebookClient(
         nb,
         timeout=timeout,
         kernel_name="python3",
         store_widget_state=True,
-        resources={"metadata": {"path": str(NOTEBOOKS)}},
+        resources={"metadata": {"path": str(src.parent)}},
     )
     start = time.perf_counter()
-    client.execute()
+    client.execute(env={**os.environ, **KERNEL_ENV})
     elapsed = time.perf_counter() - start
     if not nb.metadata.get("widgets"):  # no widget in this chapter: store no empty state
         nb.metadata.pop("widgets", None)

@@ -1,7 +1,7 @@
 """Models as ``torch.nn.Module``s, composed from the PyTorch side of the course.
 
-Each module's forward pass calls the functions of ``course_lib.accelerated``; the NumPy
-references in ``course_lib.reference`` run the same weights for the tests.
+Each module's forward pass calls the chapters' PyTorch functions (``course_lib.<chapter>.accelerated``);
+the NumPy references (``course_lib.<chapter>.reference``) run the same weights for the tests.
 
 >>> from course_lib.models import DecoderOnlyModel, TransformerBlock
 """

@@ -1,10 +1,10 @@
 """Transformer blocks and a decoder-only model as ``torch.nn.Module``s (Chapter 5; trained in Chapter 8).
 
 The modules own their weights as ``torch.nn.Parameter`` under the names of
-:func:`course_lib.block_params.layout` (``w_q``, ``norm1_gain``, ``blocks.0.w_1``, ...), and
-their ``forward`` calls the functions of :mod:`course_lib.accelerated.block`: the maths lives in
+:func:`course_lib.block.params.layout` (``w_q``, ``norm1_gain``, ``blocks.0.w_1``, ...), and
+their ``forward`` calls the functions of :mod:`course_lib.block.accelerated`: the maths lives in
 one place, and it is tested against the NumPy reference with the same weights
-(:meth:`TransformerBlock.numpy_parameters` gives them to :mod:`course_lib.reference.block`).
+(:meth:`TransformerBlock.numpy_parameters` gives them to :mod:`course_lib.block.reference`).
 
 * :class:`TransformerBlock`: one block (post-LN, pre-LN or parallel; LayerNorm or RMSNorm;
   ReLU, GELU or swish; plain or gated feed-forward; with or without biases).
@@ -26,28 +26,21 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from course_lib.accelerated.block import block_forward, check_tokens, decoder_logits
-from course_lib.block_params import (
-    BlockConfig,
-    DecoderConfig,
-    check_params,
-    count_parameters,
-    layout,
-    unflatten_parameters,
-)
-from course_lib.checks import as_tensor, fmt_shape
+from course_lib.block.accelerated import block_forward, check_tokens, decoder_logits
+from course_lib.block.config import BlockConfig, DecoderConfig
+from course_lib.block.counting import count_parameters
+from course_lib.block.params import check_params, layout, unflatten_parameters
+from course_lib.checks import as_tensor, check_real, fmt_shape
 
 __all__ = ["DecoderOnlyModel", "TransformerBlock", "encoder_layer_parameters"]
 
 
 def _check_dropout(p: Any) -> float:
-    if not isinstance(p, int | float) or isinstance(p, bool) or not 0 <= p < 1:
-        raise ValueError(f"dropout must be a probability in [0, 1), got {p!r}")
-    return float(p)
+    return check_real(p, "dropout", low=0.0, high=1.0, high_open=True)
 
 
 def _init_(name: str, t: torch.Tensor, generator: torch.Generator | None) -> None:
-    """The scheme of :func:`course_lib.block_params.init_parameters`, in place."""
+    """The scheme of :func:`course_lib.block.params.init_parameters`, in place."""
     base = name.split(".")[-1]
     with torch.no_grad():
         if base.endswith("_gain"):
@@ -74,7 +67,7 @@ class TransformerBlock(nn.Module):
     """One Transformer block with its own parameters; ``forward(x, mask=None)``.
 
     Args:
-        config: the block's :class:`~course_lib.block_params.BlockConfig`.
+        config: the block's :class:`~course_lib.block.config.BlockConfig`.
         dropout: probability of zeroing an *activation* of each branch's output before it is
             added to the residual stream (0 by default; only in training mode).
         device, dtype: where and in which precision to create the parameters.
@@ -111,11 +104,11 @@ class TransformerBlock(nn.Module):
             _init_(name, param, generator)
 
     def parameter_dict(self) -> dict[str, nn.Parameter]:
-        """The parameters by name, as :mod:`course_lib.accelerated.block` expects them."""
+        """The parameters by name, as :mod:`course_lib.block.accelerated` expects them."""
         return dict(self.named_parameters())
 
     def numpy_parameters(self) -> dict[str, np.ndarray]:
-        """A float64 NumPy copy of the parameters, for :mod:`course_lib.reference.block`."""
+        """A float64 NumPy copy of the parameters, for :mod:`course_lib.block.reference`."""
         return {k: v.detach().cpu().double().numpy() for k, v in self.named_parameters()}
 
     @classmethod
@@ -199,7 +192,7 @@ class DecoderOnlyModel(nn.Module):
                 _init_(name, param, generator)
 
     def parameter_dict(self) -> dict[str, Any]:
-        """Parameters in the nested form of :mod:`course_lib.accelerated.block`."""
+        """Parameters in the nested form of :mod:`course_lib.block.accelerated`."""
         p: dict[str, Any] = {
             k: v for k, v in self.named_parameters(recurse=False) if not k.startswith("blocks")
         }
@@ -207,7 +200,7 @@ class DecoderOnlyModel(nn.Module):
         return p
 
     def numpy_parameters(self) -> dict[str, Any]:
-        """A float64 NumPy copy, nested, for :func:`course_lib.reference.block.decoder_forward`."""
+        """A float64 NumPy copy, nested, for :func:`course_lib.block.reference.decoder_forward`."""
         p = {k: v.detach().cpu().double().numpy() for k, v in self.named_parameters(recurse=False)}
         p["blocks"] = [b.numpy_parameters() for b in self.blocks]
         return p

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from course_lib.checks import check_int
+from course_lib.paths import data_path
 from course_lib.text_metrics._sentences import (
     ANTONYMS,
     AUXILIARIES,
@@ -48,7 +49,7 @@ __all__ = [
     "write_translation_eval",
 ]
 
-DATA_DIR = Path(__file__).resolve().parents[2] / "data" / "translation_eval"
+DATA_DIR = "translation_eval"  # under course_lib.paths.data_dir()
 SEED = 2023
 N_REFERENCES = 3
 #: System name -> (description, corruption rate of the human translation or None).
@@ -200,10 +201,10 @@ def _write_lines(path: Path, lines: Sequence[str]) -> None:
     path.write_text("".join(f"{line}\n" for line in lines), encoding="utf-8")
 
 
-def write_translation_eval(directory: Path = DATA_DIR, seed: int = SEED) -> list[Path]:
+def write_translation_eval(directory: Path | None = None, seed: int = SEED) -> list[Path]:
     """Write the evaluation set as line-aligned UTF-8 text files plus ``manifest.json``."""
     data = make_translation_eval(seed)
-    directory = Path(directory)
+    directory = data_path(DATA_DIR, must_exist=False) if directory is None else Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     written = [directory / "source.de.txt"]
     _write_lines(written[0], data.sources)
@@ -231,9 +232,9 @@ def _read_lines(path: Path) -> list[str]:
     return path.read_text(encoding="utf-8").splitlines()
 
 
-def load_translation_eval(directory: Path = DATA_DIR) -> TranslationEval:
+def load_translation_eval(directory: Path | None = None) -> TranslationEval:
     """Read ``data/translation_eval`` (written by :func:`write_translation_eval`)."""
-    directory = Path(directory)
+    directory = data_path(DATA_DIR, must_exist=False) if directory is None else Path(directory)
     if not (directory / "manifest.json").exists():
         raise FileNotFoundError(
             f"no evaluation set in {directory}: run python -m course_lib.text_metrics.dataset"

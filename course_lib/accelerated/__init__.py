@@ -1,1 +1,0 @@
-"""PyTorch implementations: batched, device-agnostic, dtype-preserving, autograd-friendly."""

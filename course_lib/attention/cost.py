@@ -1,0 +1,151 @@
+"""What attention costs: FLOP counts, and time and tensor memory measured (Chapter 4).
+
+FLOPs count a multiply-add as two, as in chapter 1. For self-attention over L tokens of width
+d = h * d_k (the usual d_k = d_v = d / h, d_o = d):
+
+* projections Q, K, V and the output W_O: 4 products of (L, d) by (d, d), ``8 L d^2``;
+* scores Q K^T: ``2 L^2 d`` (h heads of ``2 L^2 d_k``); weighted sum A V: ``2 L^2 d``;
+* softmax: about 5 operations per logit (scale, subtract the max, exp, sum, divide), ``5 h L^2``.
+
+A position-wise feed-forward network with hidden width d_ff costs ``4 L d d_ff`` (two products;
+``16 L d^2`` at the usual d_ff = 4d). So the ratio FFN / attention is
+``16 d^2 / (8 d^2 + 4 L d)`` = ``4d / (2d + L)`` (softmax aside): never more than 2, and below 1
+once L > 2d.
+
+Memory is measured with :func:`course_lib.measure.peak_tensor_memory`, which follows every tensor the PyTorch
+dispatcher creates while a function runs (forward and backward) and reports the peak of the
+bytes alive at once, beyond what existed before. It is exact for what it sees and the same on
+every machine; it does not see scratch buffers a fused kernel allocates internally (those are a
+few tiles per thread).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+from course_lib.attention.accelerated import scaled_dot_product_attention
+from course_lib.checks import check_int
+from course_lib.measure import best_time, peak_tensor_memory
+
+__all__ = [
+    "attention_flops",
+    "crossover_length",
+    "ffn_flops",
+    "measure_attention",
+]
+
+
+def attention_flops(L_q: int, L_k: int, d_model: int, n_heads: int) -> dict[str, int]:
+    """FLOPs of one multi-head attention layer for one sequence, by component.
+
+    d_k = d_v = d_model / n_heads; the keys' and values' sources have width d_model.
+
+    >>> f = attention_flops(4, 4, 8, 2)
+    >>> f["projections"], f["scores"], f["weighted_sum"], f["softmax"]
+    (2048, 256, 256, 160)
+    """
+    L_q, L_k = check_int(L_q, "L_q", low=1), check_int(L_k, "L_k", low=1)
+    d, h = check_int(d_model, "d_model", low=1), check_int(n_heads, "n_heads", low=1)
+    if d % h:
+        raise ValueError(f"d_model={d} is not divisible by n_heads={h}")
+    flops = {
+        "projections": 2 * L_q * d * d + 2 * 2 * L_k * d * d + 2 * L_q * d * d,  # Q, K, V, W_O
+        "scores": 2 * L_q * L_k * d,  # h heads of Q^i (K^i)^T: 2 L_q L_k d_k each
+        "weighted_sum": 2 * L_q * L_k * d,  # h heads of A^i V^i
+        "softmax": 5 * h * L_q * L_k,
+    }
+    flops["total"] = sum(flops.values())
+    return flops
+
+
+def ffn_flops(L: int, d_model: int, d_ff: int | None = None) -> int:
+    """FLOPs of a position-wise feed-forward network (two products) over L tokens.
+
+    >>> ffn_flops(4, 8)  # d_ff = 4 * 8: 2 * 4 * 8 * 32 twice
+    4096
+    """
+    L, d = check_int(L, "L", low=1), check_int(d_model, "d_model", low=1)
+    d_ff = 4 * d if d_ff is None else check_int(d_ff, "d_ff", low=1)
+    return 2 * L * d * d_ff * 2
+
+
+def crossover_length(d_model: int, d_ff: int | None = None, *, core_only: bool = False) -> float:
+    """The length L at which self-attention's FLOPs equal the FFN's (softmax ignored).
+
+    ``core_only=True`` compares the FFN with the L^2 part alone (scores and weighted sum), as
+    if the four projections were not part of attention.
+
+    >>> crossover_length(512), crossover_length(512, core_only=True)
+    (1024.0, 2048.0)
+    """
+    d = check_int(d_model, "d_model", low=1)
+    d_ff = 4 * d if d_ff is None else check_int(d_ff, "d_ff", low=1)
+    # attention 8 L d^2 + 4 L^2 d  =  FFN 4 L d d_ff   =>   L = (4 d d_ff - 8 d^2) / (4 d)
+    linear = 0 if core_only else 8 * d * d
+    return max(0.0, (4 * d * d_ff - linear) / (4 * d))
+
+
+# ----------------------------------------------------------------------------- measuring
+IMPLEMENTATIONS: dict[str, Callable[..., torch.Tensor]] = {
+    "explicit": lambda q, k, v, mask: scaled_dot_product_attention(q, k, v, mask),
+    "fused": lambda q, k, v, mask: F.scaled_dot_product_attention(q, k, v, attn_mask=mask),
+}
+
+
+def measure_attention(
+    lengths: Sequence[int],
+    *,
+    batch: int = 1,
+    n_heads: int = 8,
+    d_head: int = 64,
+    implementations: Sequence[str] = ("explicit", "fused"),
+    causal: bool = False,
+    backward: bool = True,
+    repeats: int = 3,
+    device: str | torch.device = "cpu",
+    dtype: torch.dtype = torch.float32,
+    time_it: bool = True,
+) -> list[dict[str, Any]]:
+    """Time and peak tensor memory of attention (forward, and backward if asked) against L.
+
+    Each row: ``L``, ``implementation``, ``seconds`` (best of ``repeats``; absent if
+    ``time_it=False``), ``peak_MiB`` (:func:`course_lib.measure.peak_tensor_memory`) and ``weights_MiB``, the size
+    of one (B, h, L, L) tensor of attention weights in this dtype.
+
+    >>> rows = measure_attention([8, 16], n_heads=2, d_head=4, time_it=False)
+    >>> [(r["L"], r["implementation"]) for r in rows]
+    [(8, 'explicit'), (8, 'fused'), (16, 'explicit'), (16, 'fused')]
+    """
+    for name in implementations:
+        if name not in IMPLEMENTATIONS:
+            raise ValueError(f"unknown implementation {name!r}; use {sorted(IMPLEMENTATIONS)}")
+    rows = []
+    size = torch.tensor([], dtype=dtype).element_size()
+    for L in lengths:
+        L = check_int(L, "L", low=1)
+        shape = (batch, n_heads, L, d_head)  # (B, h, L, d_k)
+        q, k, v = (torch.randn(shape, device=device, dtype=dtype) for _ in range(3))
+        for t in (q, k, v):
+            t.requires_grad_(backward)
+        mask = torch.ones(L, L, dtype=torch.bool, device=device).tril() if causal else None
+        grad = torch.randn(shape, device=device, dtype=dtype)
+        for name in implementations:
+            fn = IMPLEMENTATIONS[name]
+
+            def step(fn=fn, q=q, k=k, v=v, mask=mask, grad=grad) -> None:
+                out = fn(q, k, v, mask)  # (B, h, L, d_k)
+                if backward:
+                    q.grad = k.grad = v.grad = None
+                    out.backward(grad)
+
+            row: dict[str, Any] = {"L": L, "implementation": name}
+            if time_it:
+                row["seconds"] = best_time(step, repeats=repeats, device=device)
+            row["peak_MiB"] = peak_tensor_memory(step, device=device) / 2**20
+            row["weights_MiB"] = batch * n_heads * L * L * size / 2**20
+            rows.append(row)
+    return rows

@@ -1,0 +1,231 @@
+"""Checkers for the exercises of Chapter 5 (the Transformer block).
+
+>>> import course_lib.block.reference as ref
+>>> layer_norm(lambda x, g, b, eps=1e-5: ref.layer_norm(x, g, b, eps)).passed
+True
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+import course_lib.block.reference as ref
+from course_lib.attention.reference import multi_head_attention
+from course_lib.block.config import BlockConfig, DecoderConfig
+from course_lib.block.counting import count_parameters
+from course_lib.block.params import init_parameters
+from course_lib.checker import Outcome, check_cases, diagnose, seeded, to_array
+
+__all__ = ["PRE_LN_CONFIG", "gpt_parameters", "layer_norm", "pre_ln_block"]
+
+#: The block of exercise "a pre-LN block from parts": d_model 8, 2 heads, d_ff 32, ReLU, biases.
+PRE_LN_CONFIG = BlockConfig(d_model=8, n_heads=2, d_ff=32, norm_position="pre")
+
+
+#: Seed of this chapter's checker inputs.
+SEED = 2025
+
+
+def _close(got: object, expected: np.ndarray) -> bool:
+    arr = to_array(got)
+    return arr is not None and arr.shape == np.shape(expected) and np.allclose(arr, expected)
+
+
+# ------------------------------------------------------------------------------ LayerNorm
+def layer_norm(fn: Callable, *, require: bool = False) -> Outcome:
+    """Exercise: ``fn(x, gain, bias, eps=1e-5)`` is LayerNorm over the last axis of x."""
+    rng = seeded(SEED)
+    eps = 1e-5
+    cases = [
+        ("two tokens [[1, 2, 3], [0, 0, 6]], gain 1, bias 0", np.array([[1.0, 2.0, 3.0], [0, 0, 6]]),
+         np.ones(3), np.zeros(3)),
+        ("a (4, 8) x with a random gain and bias", rng.standard_normal((4, 8)),
+         1 + rng.standard_normal(8), rng.standard_normal(8)),
+        ("a batch (2, 3, 5)", 3 * rng.standard_normal((2, 3, 5)) + 1,
+         rng.standard_normal(5), rng.standard_normal(5)),
+        ("a token whose entries are all equal (sigma = 0)", np.array([[2.0, 2.0, 2.0, 2.0]]),
+         np.ones(4), np.arange(4.0)),
+    ]  # fmt: skip
+
+    def compare(got: object, case: tuple) -> str | None:
+        x, g, b = case
+        expected = ref.layer_norm(x, g, b, eps)
+        if _close(got, expected):
+            return None
+        arr = to_array(got)
+        if arr is not None and arr.shape == expected.shape:
+            mu = x.mean(-1, keepdims=True)
+            if not np.all(np.isfinite(arr)):
+                return (
+                    "the result has NaN or inf: when all entries of a token are equal, sigma is "
+                    "0; add eps inside the square root, sqrt(var + eps)"
+                )
+            with np.errstate(all="ignore"):
+                no_eps = b + g * (x - mu) / x.std(-1, keepdims=True)
+            if _close(arr, no_eps):
+                return "you left out eps: put eps inside the square root, sqrt(var + eps)"
+            if _close(arr, ref.layer_norm(x, None, b, eps)):
+                return (
+                    "you left out the gain gamma (the handwritten notes do too): multiply by gain"
+                )
+            if _close(arr, ref.layer_norm(x, g, None, eps)):
+                return "you left out the bias beta: add bias at the end"
+            if x.shape[-1] > 1 and _close(
+                arr, b + g * (x - mu) / np.sqrt(x.var(-1, ddof=1, keepdims=True) + eps)
+            ):
+                return "divide the squared deviations by d, not d - 1 (the biased variance)"
+            if _close(arr, b + g * (x - mu) / (x.std(-1, keepdims=True) + eps)):
+                return "put eps inside the square root, sqrt(var + eps), as torch.nn.LayerNorm does"
+            if x.ndim >= 2 and x.shape[0] > 1:
+                m0, s0 = x.mean(0, keepdims=True), np.sqrt(x.var(0, keepdims=True) + eps)
+                if _close(arr, b + g * (x - m0) / s0):
+                    return "normalise each token over its features (the last axis), not over axis 0"
+        return diagnose(got, expected)
+
+    return check_cases(
+        "LayerNorm with gain and bias",
+        lambda x, g, b: fn(x, g, b, eps=eps),
+        [(d, (x, g, b), (x, g, b)) for d, x, g, b in cases],
+        compare=compare,
+        require=require,
+    )
+
+
+# ---------------------------------------------------------------------- a pre-LN block
+def _params(rng: np.random.Generator) -> dict[str, np.ndarray]:
+    p = init_parameters(PRE_LN_CONFIG, rng)
+    for k in p:  # make gains and biases matter
+        if k.endswith("_gain"):
+            p[k] = 1 + 0.3 * rng.standard_normal(p[k].shape)
+        elif k.endswith("_bias") or k.startswith("b_"):
+            p[k] = 0.3 * rng.standard_normal(p[k].shape)
+    return p
+
+
+def _variants(x: np.ndarray, p: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Typical wrong answers, each with the explanation the checker gives."""
+
+    def ln(i: int, z: np.ndarray) -> np.ndarray:
+        return ref.layer_norm(z, p[f"norm{i}_gain"], p[f"norm{i}_bias"])
+
+    def attn(z: np.ndarray) -> np.ndarray:
+        return multi_head_attention(
+            z, z, z, p["w_q"], p["w_k"], p["w_v"], p["w_o"],
+            b_q=p["b_q"], b_k=p["b_k"], b_v=p["b_v"], b_o=p["b_o"],
+        )  # fmt: skip
+
+    def ffn(z: np.ndarray) -> np.ndarray:
+        return ref.feed_forward(z, p["w_1"], p["w_2"], p["b_1"], p["b_2"])
+
+    cfg = PRE_LN_CONFIG
+    x1 = x + attn(ln(1, x))
+    return {
+        "this is the post-LN block (norm after each residual addition); pre-LN normalises the "
+        "input of each branch and adds the branch's output to the un-normalised stream": (
+            ref.transformer_block(x, p, BlockConfig(**{**cfg.__dict__, "norm_position": "post"}))
+        ),
+        "both branches read the same LN(x): that is the parallel block; in pre-LN the "
+        "feed-forward reads LN(x + MHSA(LN(x))), the stream after attention": (
+            x + attn(ln(1, x)) + ffn(ln(1, x))
+        ),
+        "this is the handwritten notes' 'standard' formula x + FFN(LN(x + MHSA(x))), which "
+        "drops the attention's residual term and the norm before attention": (
+            x + ffn(ln(2, x + attn(x)))
+        ),
+        "the attention's output is missing from the final sum: add the feed-forward output to "
+        "x + MHSA(LN(x)), not to x": x + ffn(ln(2, x1)),
+        "the residual connections are missing: each branch's output is added to its input": (
+            ffn(ln(2, attn(ln(1, x))))
+        ),
+        "the norms are missing: apply norm1 before attention and norm2 before the feed-forward": (
+            x + attn(x)
+        )
+        + ffn(x + attn(x)),
+    }
+
+
+def pre_ln_block(fn: Callable, *, require: bool = False) -> Outcome:
+    """Exercise: ``fn(x, params)`` is the pre-LN block of :data:`PRE_LN_CONFIG`.
+
+    ``params`` holds ``norm1_gain, norm1_bias, w_q, w_k, w_v, w_o, b_q, b_k, b_v, b_o,
+    norm2_gain, norm2_bias, w_1, b_1, w_2, b_2`` (see :func:`course_lib.block.params.layout`).
+    """
+    rng = seeded(SEED)
+    shapes = [(5, 8), (2, 4, 8), (1, 8)]
+    cases = []
+    for s in shapes:
+        x, p = rng.standard_normal(s), _params(rng)
+        cases.append((f"x of shape {s}", (x, p), (x, p)))
+
+    def compare(got: object, case: tuple) -> str | None:
+        x, p = case
+        expected = ref.transformer_block(x, p, PRE_LN_CONFIG)
+        if _close(got, expected):
+            return None
+        for why, wrong in _variants(x, p).items():
+            if _close(got, wrong):
+                return why
+        return diagnose(got, expected)
+
+    return check_cases("a pre-LN block from its parts", fn, cases, compare=compare, require=require)
+
+
+# ------------------------------------------------------------------ counting parameters
+def _gpt_config(n_layers: int, d_model: int, vocab_size: int, context_length: int):
+    block = BlockConfig(d_model=d_model, n_heads=1, d_ff=4 * d_model, norm_position="pre")
+    return DecoderConfig(vocab_size, context_length, n_layers, block)
+
+
+def gpt_parameters(fn: Callable, *, require: bool = False) -> Outcome:
+    """Exercise: ``fn(n_layers, d_model, vocab_size, context_length)`` counts a GPT exactly.
+
+    The model: learned token and position embeddings, ``n_layers`` pre-LN blocks (LayerNorm with
+    gain and bias, attention with biases, FFN of width ``4 d_model`` with biases), a final
+    LayerNorm, and an output projection tied to the token embedding.
+
+    >>> gpt_parameters(lambda n, d, V, C: 12 * n * d * d + (V + C) * d).details[0][:22]
+    'on GPT-2 small (n_laye'
+    """
+    sizes = [
+        ("GPT-2 small (n_layers=12, d_model=768, V=50257, n_ctx=1024)", (12, 768, 50257, 1024)),
+        ("a tiny model (2, 8, 10, 4)", (2, 8, 10, 4)),
+        ("the smallest model (1, 1, 1, 1)", (1, 1, 1, 1)),
+        ("GPT-3 Medium (24, 1024, 50257, 2048)", (24, 1024, 50257, 2048)),
+    ]
+
+    def compare(got: object, s: tuple[int, int, int, int]) -> str | None:
+        n, d, V, C = s
+        want = count_parameters(_gpt_config(n, d, V, C))
+        if isinstance(got, float) and float(got).is_integer():
+            got = int(got)
+        if not isinstance(got, int | np.integer) or isinstance(got, bool):
+            return f"return the count as an int, got {type(got).__name__}"
+        if got == want:
+            return None
+        mistakes = {
+            12 * n * d * d + (V + C) * d: "that is the rule of thumb 12 n d^2 + (V + n_ctx) d; "
+            "count the biases and norms too (13 d per block) and the final LayerNorm (2 d)",
+            want - 2 * d: "you left out the final LayerNorm (gain and bias: 2 d)",
+            want + V * d: "the output projection is tied to the token embedding: do not count "
+            "it twice",
+            want - C * d: "you left out the position embeddings (n_ctx x d)",
+            want - n * 9 * d: "you left out the biases of the linear layers (9 d per block)",
+            want - n * 4 * d - 2 * d: "you left out the LayerNorms (2 per block and a final one, "
+            "2 d parameters each)",
+            want - (V + C) * d: "you left out the embeddings ((V + n_ctx) x d)",
+            want - n * 4 * d: "you left out the two LayerNorms of each block (4 d per block)",
+        }
+        hint = mistakes.get(int(got), "")
+        return f"you count {int(got):,} parameters, the right count is {want:,}" + (
+            f": {hint}" if hint else ""
+        )
+
+    return check_cases(
+        "the exact parameter count of a GPT",
+        fn,
+        [(desc, s, s) for desc, s in sizes],
+        compare=compare,
+        require=require,
+    )

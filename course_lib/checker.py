@@ -1,0 +1,212 @@
+"""The machinery every exercise checker is built from.
+
+A chapter's ``exercises.py`` builds each checker from these pieces: :func:`seeded` for the
+random test inputs (the same on every run), :func:`check_cases` to run the learner's function on
+named cases, :func:`diagnose` / :func:`diagnose_number` to say what is off, and
+:func:`first_mistake` to name a known wrong answer ("you forgot the 1/sqrt(d_k)").
+"""
+
+from __future__ import annotations
+
+import html
+import math
+import traceback
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+
+
+@dataclass
+class Outcome:
+    """The verdict of a checker: truthy when the exercise is solved; displays itself in Jupyter."""
+
+    title: str
+    passed: bool
+    details: list[str] = field(default_factory=list)
+
+    def __bool__(self) -> bool:
+        return self.passed
+
+    def __str__(self) -> str:
+        head = f"{'✅ Correct' if self.passed else '❌ Not yet'}: {self.title}"
+        return "\n".join([head, *(f"   - {d}" for d in self.details)])
+
+    __repr__ = __str__
+
+    def _repr_html_(self) -> str:
+        colour = "#0a7d36" if self.passed else "#b3261e"
+        items = "".join(f"<li>{html.escape(d)}</li>" for d in self.details)
+        verdict = "✅ Correct" if self.passed else "❌ Not yet"
+        return (
+            f'<div class="course-check" style="border-left:4px solid {colour};padding:4px 10px">'
+            f"<b>{verdict}</b>: {html.escape(self.title)}<ul>{items}</ul></div>"
+        )
+
+
+def seeded(seed: int) -> np.random.Generator:
+    """The generator of a checker's random inputs: a fixed seed, so feedback is reproducible.
+
+    >>> int(seeded(0).integers(100)) == int(seeded(0).integers(100))
+    True
+    """
+    return np.random.default_rng(seed)
+
+
+def first_mistake(
+    got: Any, mistakes: Iterable[tuple[Any, str]], *, rtol: float = 1e-6, atol: float = 1e-8
+) -> str | None:
+    """The hint of the first known wrong answer that ``got`` equals, or None.
+
+    ``mistakes`` holds ``(wrong answer, hint)`` pairs, most telling first; arrays are compared
+    by shape and values.
+
+    >>> first_mistake([2.0, 4.0], [(np.array([1.0, 2.0]), "unscaled"), (np.array([2.0, 4.0]), "doubled")])
+    'doubled'
+    >>> first_mistake([0.0], [(np.array([1.0]), "off by one")]) is None
+    True
+    """
+    arr = to_array(got)
+    if arr is None:
+        return None
+    for wrong, hint in mistakes:
+        w = np.asarray(wrong, dtype=np.float64)
+        if arr.shape == w.shape and np.allclose(arr, w, rtol=rtol, atol=atol):
+            return hint
+    return None
+
+
+def to_array(x: Any) -> np.ndarray | None:
+    """The learner's output as a float64 array, or None if it is not numeric array-like."""
+    if isinstance(x, torch.Tensor):
+        x = x.detach().cpu()
+        x = x.double() if x.is_floating_point() else x
+        return x.numpy().astype(np.float64)
+    try:
+        arr = np.asarray(x)
+    except Exception:
+        return None
+    if arr.dtype.kind not in "biuf":
+        return None
+    return arr.astype(np.float64)
+
+
+def diagnose(
+    got: Any, expected: np.ndarray, *, rtol: float = 1e-6, atol: float = 1e-8
+) -> str | None:
+    """Compare an output with the expected array; return None if it matches, else what is off.
+
+    >>> print(diagnose(np.ones((3, 2)), np.ones((2, 3))))
+    the result has shape (3, 2) but should have shape (2, 3): it looks transposed
+    >>> print(diagnose(2 * np.eye(2), np.eye(2)))
+    the values are off by a constant factor: yours are 2 times the expected ones
+    >>> diagnose(np.eye(2), np.eye(2)) is None
+    True
+    """
+    expected = np.asarray(expected, dtype=np.float64)
+    if got is None:
+        return "the function returned None: did you forget a `return` statement?"
+    arr = to_array(got)
+    if arr is None:
+        return f"the function returned a {type(got).__name__}, not an array of numbers"
+    if arr.shape != expected.shape:
+        msg = f"the result has shape {arr.shape} but should have shape {expected.shape}"
+        if arr.ndim >= 2 and arr.shape == expected.swapaxes(-1, -2).shape:
+            msg += ": it looks transposed"
+        elif arr.size == expected.size:
+            msg += (
+                ": the right number of values, arranged wrongly (a reshape instead of a transpose?)"
+            )
+        return msg
+    if not np.all(np.isfinite(arr)) and np.all(np.isfinite(expected)):
+        return "the result contains NaN or inf where every expected value is finite"
+    if np.allclose(arr, expected, rtol=rtol, atol=atol):
+        return None
+    if (
+        arr.ndim >= 2
+        and arr.shape[-1] == arr.shape[-2]
+        and np.allclose(arr, expected.swapaxes(-1, -2), rtol=rtol, atol=atol)
+    ):
+        return "the result is the transpose of the expected one"
+    flat_e, flat_a = expected.ravel(), arr.ravel()
+    nz = np.abs(flat_e) > 1e-12
+    if nz.any():
+        ratio = flat_a[nz] / flat_e[nz]
+        if np.allclose(ratio, ratio[0], rtol=1e-6) and not np.isclose(ratio[0], 1):
+            r = ratio[0]
+            return f"the values are off by a constant factor: yours are {r:.4g} times the expected ones"
+    err = np.abs(arr - expected)
+    idx = np.unravel_index(int(np.argmax(err)), err.shape)
+    return (
+        f"wrong values: at index {tuple(int(i) for i in idx)} you return {arr[idx]:.6g} "
+        f"but the expected value is {expected[idx]:.6g}"
+    )
+
+
+def call(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> tuple[Any, str | None]:
+    """Call the learner's function; return (result, None) or (None, a description of the error)."""
+    try:
+        return fn(*args, **kwargs), None
+    except NotImplementedError:
+        return None, "the function is not implemented yet (it raises NotImplementedError)"
+    except Exception as exc:
+        frame = traceback.extract_tb(exc.__traceback__)[-1]
+        return None, f"it raised {type(exc).__name__}: {exc} (line {frame.lineno})"
+
+
+def check_cases(
+    title: str,
+    fn: Callable[..., Any],
+    cases: Iterable[tuple[str, tuple[Any, ...], Any]],
+    *,
+    compare: Callable[[Any, Any], str | None] = diagnose,
+    require: bool = False,
+    success: str = "",
+) -> Outcome:
+    """Run ``fn`` on each ``(description, args, expected)`` case and stop at the first failure."""
+    if not callable(fn):
+        outcome = Outcome(title, False, [f"expected a function, got {type(fn).__name__}"])
+    else:
+        outcome = Outcome(title, True, [success] if success else [])
+        n = 0
+        for description, args, expected in cases:
+            n += 1
+            got, error = call(fn, *args)
+            problem = error or compare(got, expected)
+            if problem:
+                outcome = Outcome(title, False, [f"on {description}: {problem}"])
+                break
+        else:
+            outcome.details.append(f"passed all {n} test cases")
+    if require and not outcome.passed:
+        raise AssertionError(str(outcome))
+    return outcome
+
+
+def diagnose_number(got: Any, want: float, mistakes: dict[str, float] | None = None) -> str | None:
+    """Compare a scalar answer with ``want``; name the mistake when it equals a known wrong value.
+
+    ``mistakes`` maps a hint to the value that mistake produces.
+
+    >>> diagnose_number(0.5, 0.5) is None
+    True
+    >>> print(diagnose_number(1.0, 0.5, {"you forgot to halve": 1.0}))
+    you return 1, the right value is 0.5: you forgot to halve
+    >>> print(diagnose_number("0.5", 0.5))
+    return a number, got str
+    """
+    if isinstance(got, bool | str | bytes):
+        return f"return a number, got {type(got).__name__}"
+    try:
+        value = float(got)
+    except (TypeError, ValueError):
+        return f"return a number, got {type(got).__name__}"
+    if math.isclose(value, want, rel_tol=1e-9, abs_tol=1e-12):
+        return None
+    message = f"you return {value:.6g}, the right value is {want:.6g}"
+    for hint, wrong in (mistakes or {}).items():
+        if math.isclose(value, wrong, rel_tol=1e-9, abs_tol=1e-12):
+            return f"{message}: {hint}"
+    return message

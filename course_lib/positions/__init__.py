@@ -1,0 +1,6 @@
+"""Chapter 6: positional encodings (sinusoidal, learned, relative, ALiBi, skewing, rotary, extrapolation).
+
+Modules: ``reference`` (NumPy, float64) and ``accelerated`` (PyTorch) mirror each other; ``spec``
+lists them for the conformance suite; ``exercises`` holds the checkers; ``widget`` the notebook's
+interactive front-ends. Nothing is imported eagerly: ``from course_lib.positions import reference``.
+"""

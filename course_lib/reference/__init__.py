@@ -1,1 +1,0 @@
-"""NumPy references: each function reads like the equation it implements (float64)."""

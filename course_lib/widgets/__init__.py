@@ -1,1 +1,0 @@
-"""Thin ipywidgets front-ends. The computation each widget shows is a pure, tested function."""
