@@ -7,6 +7,8 @@ Plain Python, written for speed (there is no array maths to mirror in NumPy and 
 * :mod:`~course_lib.text_metrics.bleu`: modified precision, brevity penalty and BLEU, eqs. (7)-(11);
 * :mod:`~course_lib.text_metrics.stats`: BLEU's counts (eqs. 7, 9, 10) for whole corpora, fast;
 * :mod:`~course_lib.text_metrics.rouge`: ROUGE-n as eq. (12) defines it, and its common variants;
+* :mod:`~course_lib.text_metrics.lcs`: ROUGE-L and ROUGE-Lsum (longest common subsequences);
+* :mod:`~course_lib.text_metrics.chrf`: chrF and chrF++ (character n-gram F-scores);
 * :mod:`~course_lib.text_metrics.dataset`: the chapter's translation evaluation set in ``data/``.
 """
 
@@ -23,6 +25,14 @@ from course_lib.text_metrics.bleu import (
     effective_reference_length,
     modified_precision,
     sentence_bleu,
+)
+from course_lib.text_metrics.chrf import ChrfResult, corpus_chrf, sentence_chrf
+from course_lib.text_metrics.lcs import (
+    corpus_rouge_l,
+    lcs_indices,
+    lcs_length,
+    rouge_l,
+    rouge_lsum,
 )
 from course_lib.text_metrics.ngrams import (
     ngram_counts,
@@ -47,21 +57,29 @@ __all__ = [
     "TOKENIZERS",
     "BleuResult",
     "BleuStats",
+    "ChrfResult",
     "RougeScore",
     "bleu_from_stats",
     "brevity_penalty",
     "clipped_counts",
     "closest_reference_length",
     "corpus_bleu",
+    "corpus_chrf",
+    "corpus_rouge_l",
     "corpus_rouge_n",
     "corpus_stats",
     "effective_reference_length",
+    "lcs_indices",
+    "lcs_length",
     "modified_precision",
     "ngram_counts",
     "ngrams",
+    "rouge_l",
+    "rouge_lsum",
     "rouge_n",
     "rouge_n_pairs",
     "sentence_bleu",
+    "sentence_chrf",
     "substring_count",
     "substring_count_as_printed",
     "tokenize",
