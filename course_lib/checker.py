@@ -210,3 +210,51 @@ def diagnose_number(got: Any, want: float, mistakes: dict[str, float] | None = N
         if math.isclose(value, wrong, rel_tol=1e-9, abs_tol=1e-12):
             return f"{message}: {hint}"
     return message
+
+
+def check_prediction(
+    prediction: Any,
+    actual: Any,
+    *,
+    what: str,
+    rtol: float = 0.05,
+    atol: float = 0.0,
+    explanation: str = "",
+) -> Outcome:
+    """A predict-then-check exercise: compare what the learner wrote down with what ran.
+
+    ``prediction`` is the learner's answer (a number, a string, a bool, a tuple such as a shape,
+    or an array); ``actual`` the computed one. Numbers count as right within ``rtol``/``atol``
+    (a prediction is an estimate); everything else must be equal. ``None`` means "not predicted
+    yet". The verdict says both values and, once the prediction is in, ``explanation``.
+
+    >>> check_prediction(None, 4, what="the number of heads").passed
+    False
+    >>> print(check_prediction(3.9, 4.0, what="the variance", explanation="d_k = 4"))
+    ✅ Correct: your prediction of the variance
+       - you predicted 3.9; the cell computed 4
+       - d_k = 4
+    >>> check_prediction((2, 3), (3, 2), what="the shape").passed
+    False
+    """
+    title = f"your prediction of {what}"
+    if prediction is None or prediction is ...:
+        return Outcome(title, False, ["write your prediction first (replace None), then run"])
+    if isinstance(actual, bool | str | tuple) or isinstance(prediction, bool | str | tuple):
+        right = prediction == actual
+    else:
+        a, p = to_array(actual), to_array(prediction)
+        right = (
+            a is not None
+            and p is not None
+            and a.shape == p.shape
+            and bool(np.allclose(p, a, rtol=rtol, atol=atol))
+        )
+
+    def show(x: Any) -> str:
+        return f"{x:.4g}" if isinstance(x, float) else str(x)
+
+    details = [f"you predicted {show(prediction)}; the cell computed {show(actual)}"]
+    if explanation:
+        details.append(explanation)
+    return Outcome(title, bool(right), details)

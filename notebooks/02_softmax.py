@@ -54,7 +54,7 @@ import course_lib.softmax.accelerated as fast
 import course_lib.softmax.reference as ref
 from course_lib import get_device, seed_everything
 from course_lib.measure import peak_numpy_memory
-from course_lib.plotting import heatmap, new_axes, use_style
+from course_lib.plotting import new_axes, use_style
 from course_lib.softmax import exercises as check
 from course_lib.softmax.widget import entropy_curve
 
@@ -608,88 +608,14 @@ for bad in (
 # ## 2.9 What the notes get wrong
 #
 # Definition 1.1 itself is correct, and so are the worked values $[.06, .47, .47]$. The errors
-# are in how the attention notes and slides *use* the softmax.
+# are in how the attention notes and slides *use* the softmax, and those belong to attention:
+# chapter 4 (section 4.10, "What the notes get wrong") shows each of them with its correction,
+# namely multiplying the causal mask into the weights after the softmax instead of masking the
+# scores before it (the rows no longer sum to one; section 2.6 above shows the right way),
+# dividing the scores by $d_k$ instead of $\sqrt{d_k}$, and the lecture slides' output sum
+# running over the wrong index range. One error concerns the softmax itself:
 #
-# **1. Masking after the softmax.** The notes on keys, queries and values say that to stop a
-# language model from attending to the future, a 0/1 mask "would be element-wise multiplied
-# with $\alpha$", the matrix of attention weights. Multiplying the *weights* by the mask zeroes
-# the future entries but leaves every row summing to less than 1: the output becomes a
-# shrunken average, by a different factor in each row. The mask must act on the *scores*,
-# setting forbidden ones to $-\infty$ before the softmax (section 2.6). Multiplying and then
-# renormalising each row gives the same result, which confirms where the notes' version goes
-# wrong: it skips the renormalisation.
-
-# %%
-alpha = ref.softmax(sc)  # (L, L) weights of the unmasked scores
-wrong = alpha * causal  # the notes: mask multiplied into the weights
-right = ref.softmax(np.where(causal, sc, -np.inf))  # mask the scores with -inf
-print("row sums, mask multiplied after:", wrong.sum(axis=-1).round(3))
-print("row sums, -inf before softmax:  ", right.sum(axis=-1).round(3))
-np.testing.assert_allclose(wrong / wrong.sum(axis=-1, keepdims=True), right)
-assert (wrong.sum(axis=-1)[:-1] < 1).all()
-
-# %%
-fig, axes = plt.subplots(1, 2, figsize=(10, 3.8))
-ticks = [str(j) for j in range(L)]
-for ax, W, title in (
-    (axes[0], wrong, "mask x softmax(scores) (the notes)"),
-    (axes[1], right, "softmax(scores with -inf)"),
-):
-    sums = ", ".join(f"{v:.2f}" for v in W.sum(axis=-1))
-    heatmap(
-        ax,
-        W,
-        title=f"{title}\nrow sums {sums}",
-        xlabel="key j",
-        ylabel="query i",
-        xticklabels=ticks,
-        yticklabels=ticks,
-        annotate=True,
-        colorbar=False,
-    )
-fig.suptitle("Causal masking: only masking the scores keeps each row a distribution")
-fig.tight_layout()
-plt.show()
-
-# %% [markdown]
-# **2. "Divide by the dimension of K".** A footnote of the same notes says the scores are
-# divided by the dimension of the keys, while its formula divides by the *square root*
-# $\sqrt{|K|}$. The formula is the right one {cite}`vaswani2017attention`. For query and key
-# entries with mean 0 and variance 1, a dot product over $d_k$ dimensions has variance $d_k$;
-# dividing by $\sqrt{d_k}$ brings the variance back to 1. Dividing by $d_k$ would shrink it to
-# $1/d_k$, a temperature so high that every query attends almost uniformly. The footnote also
-# means the worked example's weights $[.06, .47, .47]$ are those of the *unscaled* scores: with
-# the footnote's own scaling by $\sqrt{3}$ they would be $[0.136, 0.432, 0.432]$.
-
-# %%
-dk, Lq = 64, 32
-q, k = rng.standard_normal((Lq, dk)), rng.standard_normal((Lq, dk))
-raw = q @ k.T  # (L, L) scores with variance about d_k
-for name, div in (("sqrt(d_k)", math.sqrt(dk)), ("d_k", dk)):
-    w = ref.softmax(raw / div)
-    H = -(w * np.log2(w)).sum(axis=-1).mean()
-    print(f"divide by {name:9}: score variance {np.var(raw / div):.3f}, entropy {H:.2f} bits")
-print(f"uniform over {Lq} keys: {math.log2(Lq):.2f} bits")
-np.testing.assert_allclose(
-    ref.softmax(np.array([2.0, 4.0, 4.0]) / math.sqrt(3)).round(3), [0.136, 0.432, 0.432]
-)
-
-# %% [markdown]
-# **3. The sum that runs to the wrong bound.** The lecture slides normalise the weights
-# $a_{ij}$ over $j' = 1, \dots, T$ objects, then form the output $h_i = \sum_{j=1}^{K} a_{ij}
-# v_j$, where $K$ is the length of the key, query and value vectors (and the slides call the
-# number of objects $M$ elsewhere). The sum must run over the same objects as the softmax's
-# denominator: over $K$ terms the weights do not sum to one whenever $K$ is not the number of
-# objects (and the sum is not even defined when $K$ exceeds it).
-
-# %%
-M_obj, K_dim = 5, 3
-a = ref.softmax(rng.standard_normal(M_obj))  # weights over the M objects
-print(f"sum over all {M_obj} objects: {a.sum():.3f};  first K = {K_dim}: {a[:K_dim].sum():.3f}")
-assert math.isclose(a.sum(), 1.0) and a[:K_dim].sum() < 1
-
-# %% [markdown]
-# **4. Which axis?** Eq. (13) of the notes applies the softmax to the matrix $QK^\top /
+# **Which axis?** Eq. (13) of Strabel's notes applies the softmax to the matrix $QK^\top /
 # \sqrt{d_k}$ without saying along which axis; Definition 1.1 only covers vectors. It must be
 # along each **row** (over the keys, for each query), so that each query's weights sum to 1.
 # Along the columns each *key* would distribute one unit over the queries, and a query's

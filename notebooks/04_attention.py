@@ -716,8 +716,8 @@ plt.show()
 # {cite}`dao2022flashattention`, never storing an $L \times L$ matrix, and recomputes what the
 # backward pass needs. Below, forward plus backward for one sequence and 4 heads of 32; the
 # memory is the peak of tensor bytes alive at once, counted by following every tensor PyTorch
-# creates (`course_lib.attention.cost.peak_tensor_memory`), and the times are the best of two
-# runs on one CPU thread of this machine (one thread, so that the curves show the arithmetic
+# creates (`course_lib.measure.peak_tensor_memory`), and the times are the best of two
+# measurements (each a loop of at least 50 ms) on one CPU thread of this machine (one thread, so that the curves show the arithmetic
 # and not how well small operations spread over cores; yours will differ).
 
 # %%
@@ -835,29 +835,29 @@ assert not np.allclose(h_slides, H[i])
 #
 # **Benchmark** (`python -m benchmarks.run attention`: forward + backward, float32, on a
 # shared 2-core x86 CPU with PyTorch 2.13 and 2 threads; the layers: best of 5 interleaved
-# runs, the sweep: best of 3; your machine will give other times, and the small-$L$ times here
-# are inflated by other jobs on the same cores):
+# rounds; the sweep: best of 3 measurements, each a loop of at least 50 ms, so that a short
+# call is not timed alone; your machine will give other times):
 #
 # | B | L | $d_\text{model}$, heads | what | seconds | peak MiB |
 # | --- | --- | --- | --- | --- | --- |
-# | 8 | 512 | 512, 8 | `torch.nn.MultiheadAttention` | 1.01 | 117 |
-# | 8 | 512 | 512, 8 | course `MultiHeadAttention` (fused kernel) | 0.87 | 93 |
-# | 8 | 512 | 512, 8 | course `MultiHeadAttention` (explicit) | 1.07 | 245 |
-# | 8 | 512 | 512, 8 | `F.scaled_dot_product_attention` alone | 0.29 | 40 |
-# | 8 | 512 | 512, 8 | explicit attention alone | 0.49 | 240 |
+# | 8 | 512 | 512, 8 | `torch.nn.MultiheadAttention` | 0.199 | 97 |
+# | 8 | 512 | 512, 8 | course `MultiHeadAttention` (fused kernel) | 0.178 | 76 |
+# | 8 | 512 | 512, 8 | course `MultiHeadAttention` (explicit) | 0.262 | 228 |
+# | 8 | 512 | 512, 8 | `F.scaled_dot_product_attention` alone | 0.074 | 40 |
+# | 8 | 512 | 512, 8 | explicit attention alone | 0.152 | 216 |
 #
-# The target, the course's module within 1.3x of `torch.nn.MultiheadAttention`, is met (0.87x:
+# The target, the course's module within 1.3x of `torch.nn.MultiheadAttention`, is met (0.90x:
 # both use the same fused kernel and one packed input projection). The explicit attention takes
-# 1.7x the time of the fused kernel and 6x its peak memory. Over $L$ (B = 1, 8 heads of 64):
+# 2.1x the time of the fused kernel and 5.4x its peak memory. Over $L$ (B = 1, 8 heads of 64):
 #
 # | L | explicit: seconds | explicit: peak MiB | fused: seconds | fused: peak MiB |
 # | --- | --- | --- | --- | --- |
-# | 128 | 0.14 | 3 | 0.072 | 1.2 |
-# | 256 | 0.092 | 9 | 0.0033 | 2.5 |
-# | 512 | 0.11 | 30 | 0.12 | 5 |
-# | 1024 | 0.26 | 108 | 0.23 | 10 |
-# | 2048 | 0.96 | 408 | 0.63 | 20 |
-# | 4096 | 2.48 | 1584 | 1.42 | 40 |
+# | 128 | 0.00096 | 2.2 | 0.00099 | 1.2 |
+# | 256 | 0.0025 | 7.5 | 0.0027 | 2.5 |
+# | 512 | 0.010 | 27 | 0.0097 | 5 |
+# | 1024 | 0.068 | 102 | 0.036 | 10 |
+# | 2048 | 0.32 | 396 | 0.12 | 20 |
+# | 4096 | 1.71 | 1560 | 0.58 | 40 |
 #
 # The explicit computation's memory grows 3.9x per doubling of $L$ at the top of the range
 # (quadratic), the fused kernel's 2x (linear): at $L = 4096$ it is 40 MiB against 1.5 GiB.

@@ -207,9 +207,9 @@ print("RMSNorm matches torch.nn.RMSNorm; RMSNorm of centred x equals LayerNorm o
 # attention decided to ignore about a token would be lost for good. Adding the input back,
 # $f(x) \to x + f(x)$ (the handwritten notes' item 5; {cite}`he2016deep`), means each sub-layer
 # only has to learn a *change* to the token's vector. The same identity path helps
-# gradients: the Jacobian of $x + f(x)$ is $I + J_f$, so the gradient reaching the input is at
-# least the gradient at the output plus whatever flows through $f$. A deep chain of small
-# random layers shows the difference:
+# gradients: the Jacobian of $x + f(x)$ is $I + J_f$, so a gradient $g$ at the output reaches the
+# input as exactly $g + J_f^\top g$: the gradient itself, plus whatever flows back through $f$.
+# A deep chain of small random layers shows the difference:
 
 # %%
 torch.manual_seed(0)
@@ -228,8 +228,19 @@ for residual in (False, True):
 # Without residuals the gradient at the input has all but vanished after 24 layers (each layer
 # multiplies it by a Jacobian of norm about one half). With them it stays within a small
 # factor of the identity map's gradient: every layer passes the gradient through unchanged and
-# adds its own contribution.
-#
+# adds its own contribution. For one residual layer the identity $g + J_f^\top g$ is exact:
+
+# %%
+W = layers[0]  # (d, d)
+g = torch.randn(1, d, dtype=torch.float64)  # a gradient arriving at the output
+y = x + torch.tanh(x @ W)  # one residual layer
+(grad_x,) = torch.autograd.grad(y, x, grad_outputs=g)
+J = torch.autograd.functional.jacobian(lambda v: torch.tanh(v @ W), x.detach())[
+    0, :, 0, :
+]  # (d, d)
+torch.testing.assert_close(grad_x, g + g @ J)  # g + J^T g, written for row vectors
+
+# %% [markdown]
 # ## 5.4 The position-wise feed-forward network
 #
 # After attention has mixed information *across* tokens, the feed-forward network transforms
@@ -508,7 +519,8 @@ print(
 assert count_parameters(gpt2) == 124_439_808
 
 # %% [markdown]
-# The exact count, 124,439,808, is the published size of GPT-2 small. Now the GPT-3 size table
+# The exact count, 124,439,808, is the size of the released GPT-2 small checkpoint (with tied
+# embeddings); the GPT-2 paper's table lists the model as 117M {cite}`radford2019language`. Now the GPT-3 size table
 # of the slides {cite}`marlin2022transformers`, copied there from the GPT-3 paper
 # {cite}`brown2020language`. We recompute every row from its $n_\text{layers}$ and
 # $d_\text{model}$ (GPT-3 uses GPT-2's vocabulary of 50,257 tokens and 2,048 positions), and
@@ -551,8 +563,9 @@ print(
 assert xl["exact_as_printed_error"] > 0.15 and abs(xl["exact_error"]) < 0.02
 
 # %% [markdown]
-# So the XL row's heads must share the width 2048 (16 heads of 128, or 24 heads of about
-# 85): the parameter count depends on the heads only through $n_\text{heads} d_\text{head}$.
+# So the XL row's heads must share the width 2048: 16 heads of 128, or 32 of 64 (24 heads
+# cannot, since 2048 / 24 is not a whole number). The parameter count depends on the heads
+# only through $n_\text{heads} d_\text{head}$.
 #
 # The explorer below splits the count of any configuration into its parts. Pick a GPT-3 row
 # and watch the embeddings' share fall from about a third of GPT-3 Small to a fraction of a
@@ -846,7 +859,9 @@ except ValueError as err:
 #    give $x' = \mathrm{self}(\mathrm{norm}(x)) + x$ and say the original paper did not describe it
 #    well. The paper is explicit, and different: each sub-layer's output is
 #    $\operatorname{LayerNorm}(x + \operatorname{Sublayer}(x))$ {cite}`vaswani2017attention` (section
-#    3.1), which is post-LN. Pre-LN came later and was analysed by {cite}`xiong2020layer`.
+#    3.1), which is post-LN. Pre-LN came later and was analysed by {cite}`xiong2020layer`. The
+#    notes' *form* is not wrong, only its history: pre-LN is what GPT-2 and the implementations
+#    the notes recommend use, and it is the usual block today (section 5.8 shows why).
 #    PyTorch's `TransformerEncoderLayer` follows the paper by default:
 
 # %%
@@ -885,7 +900,24 @@ print(
 #    reused, which is what `DecoderOnlyModel` does by default (section 5.6).
 # 7. **The GPT-3 table of the slides** has two inconsistent rows, 13B ($d_\text{model}$ 5140, not
 #    $40 \times 128 = 5120$) and XL ($24 \times 128 \neq 2048$), shown in section 5.7.
-#
+# 8. **May's notes' feed-forward formula has one ReLU too many.** They describe "two linear
+#    transformations and one ReLU", then print $\max(0, \max(0, xW_1 + b_1)W_2 + b_2)$, which
+#    applies a second ReLU to the output. The network of the original paper, and of every
+#    block in this chapter, is $\max(0, xW_1 + b_1)W_2 + b_2$: its output can be negative, which
+#    the residual stream needs (a sub-layer that can only add non-negative numbers could never
+#    lower a feature). Checked in the cell after this list.
+
+# %%
+u = rng.standard_normal((6, 8))  # (L, d) six tokens
+W1, b1 = rng.standard_normal((8, 32)), rng.standard_normal(32)
+W2, b2 = rng.standard_normal((32, 8)), rng.standard_normal(8)
+as_printed = np.maximum(0, np.maximum(0, u @ W1 + b1) @ W2 + b2)  # May's notes, two ReLUs
+ffn = ref.feed_forward(u, W1, W2, b1, b2)  # relu(u W1 + b1) W2 + b2, one ReLU
+np.testing.assert_allclose(ffn, np.maximum(0, u @ W1 + b1) @ W2 + b2)
+print("negative outputs: printed", int((as_printed < 0).sum()), " correct", int((ffn < 0).sum()))
+assert (as_printed >= 0).all() and (ffn < 0).any()
+
+# %% [markdown]
 # ## 5.10 Speed
 #
 # The modules are meant to be used, so they should not be slow. `benchmarks/block.py` times

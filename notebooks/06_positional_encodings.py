@@ -38,9 +38,10 @@
 # **Assumes**: chapter 4 (attention, masks, multi-head attention); chapter 1's matrix views.
 # **Time**: about 75 minutes, plus the exercises.
 #
-# The chapter follows the slides (`003`), the notes on the original Transformer (`002` section 3
-# and `004` section 1.4), the handwritten notes (`001` section 2) and the section on relative
-# position embeddings (`002` section 12) {cite}`strabel2023transformers`, and adds rotary
+# The chapter follows the lecture slides {cite}`marlin2022transformers`, Strabel's notes on the
+# original Transformer (section 3) and on relative position embeddings (section 12)
+# {cite}`strabel2023transformers`, May's notes (section 1.4) {cite}`may2024transformer` and the
+# handwritten notes (section 2), and adds rotary
 # embeddings {cite}`su2021roformer`.
 
 # %%
@@ -64,6 +65,7 @@ from course_lib.positions.as_printed import (
     sinusoidal_as_printed,
 )
 from course_lib.positions.indices import alibi_slopes, binary_table, relative_offsets
+from course_lib.positions.variants import tensor2tensor_encoding, tensor2tensor_frequencies
 
 rng = seed_everything(0)
 use_style()
@@ -77,7 +79,7 @@ np.set_printoptions(precision=3, suppress=True)
 #
 # ## 6.1 Why positions: attention does not see order
 #
-# The slides make the point in words {cite}`strabel2023transformers` (`003`): a Transformer block
+# The lecture slides make the point in words {cite}`marlin2022transformers`: a Transformer block
 # treats its input as a *collection* of vectors. Take chapter 4's multi-head self-attention,
 # shuffle the rows of its input, and compare:
 
@@ -112,7 +114,7 @@ np.testing.assert_allclose(out_shuffled.mean(0), out.mean(0), atol=1e-12)  # ...
 #
 # ## 6.2 One-hot positions, concatenated or added
 #
-# The slides start with the simplest absolute encoding {cite}`strabel2023transformers` (`003`):
+# The lecture slides start with the simplest absolute encoding {cite}`marlin2022transformers`:
 # the one-hot vector $p(i) = e_i$ of position $i$, concatenated to the token vector,
 #
 # $$\tilde{\mathbf{x}}_i = [\mathbf{x}_i;\ p(i)],$$
@@ -129,8 +131,8 @@ print(ref.concat_one_hot_positions(X_small, max_len=4))  # (3, 2 + 4)
 # `max_len` has no column at all.
 #
 # The original Transformer instead **adds** a position vector of the same width,
-# $\tilde{\mathbf{x}}_i = \mathbf{x}_i + p(i)$ (`003`; GPT writes it
-# $h_0 = U W_e + W_p$, `002` eq. 21). The two are closer than they look: the first thing a block
+# $\tilde{\mathbf{x}}_i = \mathbf{x}_i + p(i)$ (the slides; GPT writes it
+# $h_0 = U W_e + W_p$, Strabel's notes eq. 21). The two are closer than they look: the first thing a block
 # does with its input is multiply it by a weight matrix, and a product with a concatenation splits
 # into a sum,
 #
@@ -154,7 +156,8 @@ np.testing.assert_allclose(lhs, rhs)
 #
 # ## 6.3 The sinusoidal table
 #
-# The original Transformer uses a fixed table {cite}`vaswani2017attention` (`002` eq. 19):
+# The original Transformer uses a fixed table {cite}`vaswani2017attention` (Strabel's notes,
+# eq. 19):
 #
 # $$PE_{(pos,\,2i)} = \sin\!\left(\frac{pos}{10000^{2i/d_\text{model}}}\right), \qquad
 # PE_{(pos,\,2i+1)} = \cos\!\left(\frac{pos}{10000^{2i/d_\text{model}}}\right).$$
@@ -183,18 +186,29 @@ torch.testing.assert_close(
 # cosine in $2i+1$); many code bases **concatenate** (all sines, then all cosines). They differ
 # by a fixed permutation of the columns. A model trained from scratch learns the same thing with
 # either (the permutation only relabels its hidden units), but weights trained with one layout
-# must be used with the same layout.
+# must be used with the same layout. The most copied implementation, tensor2tensor's
+# `get_timing_signal_1d`, concatenates **and** changes the frequencies: it spaces them so that the
+# last one is exactly $1/10000$, $w_i = 10000^{-i/(d/2 - 1)}$ instead of $10000^{-2i/d}$, so its
+# table holds different numbers, not only the same ones in another order (checked below).
 
 # %%
-interleaved = ref.sinusoidal_encoding(50, 128)  # (50, 128): the notes' figure, 004
+interleaved = ref.sinusoidal_encoding(50, 128)  # (50, 128): the figure of May's notes
 concatenated = ref.sinusoidal_encoding(50, 128, layout="concatenated")  # (50, 128)
 sines_then_cosines = np.r_[0:128:2, 1:128:2]
 np.testing.assert_array_equal(concatenated, interleaved[:, sines_then_cosines])
+t2t = tensor2tensor_encoding(50, 128)  # (50, 128): concatenated, other frequencies
+assert np.allclose(t2t[:, [0, 64]], concatenated[:, [0, 64]])  # the first pair (w = 1) agrees
+assert not np.allclose(t2t, concatenated)  # the others do not: not a permutation
+print(
+    "last frequency, paper vs tensor2tensor:",
+    10000 ** (-126 / 128),
+    tensor2tensor_frequencies(128)[-1],
+)
 wavelengths = 2 * np.pi * 10000 ** (np.arange(64) * 2 / 128)
 print("wavelengths (positions):", wavelengths[[0, 1, 2, 63]].round(1))
 
 # %% [markdown]
-# Notes `004` explain the table with a binary counter {cite}`strabel2023transformers`: write
+# May's notes explain the table with a binary counter {cite}`may2024transformer`: write
 # 0, 1, 2, ... in binary and the last bit flips at every step, the next one every two steps, the
 # next every four. Each column is a square wave whose period doubles from one column to the next.
 # The sinusoidal table is a smooth version of the same idea: each column pair is a rotating
@@ -230,7 +244,7 @@ heatmap(
     colorbar=False,
 )
 fig.suptitle(
-    "The sinusoidal table for 50 positions and d_model = 128, and the analogy of notes 004"
+    "The sinusoidal table for 50 positions and d_model = 128, and the analogy of May's notes"
 )
 fig.tight_layout()
 plt.show()
@@ -244,7 +258,7 @@ plt.show()
 # ## 6.4 A shift of position is a rotation
 #
 # Why sines *and* cosines? Because together they make the encoding of $pos + k$ a fixed linear
-# function of the encoding of $pos$, the property the notes state in `004`. By the
+# function of the encoding of $pos$, the property May's notes state. By the
 # angle-addition formulas, for each pair,
 #
 # $$\begin{bmatrix} \sin((p+k)w) & \cos((p+k)w) \end{bmatrix}
@@ -292,8 +306,8 @@ print("PE(m) . PE(n) for n - m = 0, 1, 2, 3:", sim[10, 10:14].round(3))
 # ## 6.5 Learned absolute embeddings
 #
 # GPT learns its table instead, $h_0 = U W_e + W_p$ with one row of $W_p$ per position
-# {cite}`radford2018improving` (`002` eq. 21); the handwritten notes list this option first and
-# add, in brackets, "can't extrapolate" {cite}`strabel2023transformers` (`001` section 2). The
+# {cite}`radford2018improving` (Strabel's notes, eq. 21); the handwritten notes list this option
+# first and add, in brackets, "can't extrapolate" (section 2). The
 # reason is mechanical: a table has as many rows as the longest training sequence, and row $n$
 # only ever receives a gradient if some training sequence has a token at position $n$.
 
@@ -313,7 +327,7 @@ except ValueError as err:
 # ## 6.6 Relative positions: a change to the logits
 #
 # Relative encodings act inside attention. The handwritten notes list three ways to change the
-# comparison of query $i$ with key $j$ {cite}`strabel2023transformers` (`001` section 2), each
+# comparison of query $i$ with key $j$ (section 2), each
 # using "embeddings for each sequence offset up to some maximum offset":
 #
 # $$\text{(i)}\ \ \alpha(q_i, k_j) = \frac{q_i^\top (k_j + p_{ij})}{\sqrt{d_k}}, \qquad
@@ -428,7 +442,7 @@ print(naive)
 # $A = Q E^{r\top}$, where $A_{ir} = q_i \cdot E^r_r$; the entries are only in the wrong place.
 # Row $i$ needs $A_{i,\, j - i + L - 1}$ in column $j$: a shift of row $i$ by $L - 1 - i$ places.
 # Algorithm 1 of the notes performs all these shifts at once with a pad and a reshape
-# (`002` section 12; 1-based indices as printed):
+# (Strabel's notes, section 12; 1-based indices as printed):
 #
 # 1. $A \leftarrow X E^{r\top}$;
 # 2. $M$: $m_{ij} = 1$ for $i \ge j$, $0$ for $i < j$;
@@ -635,7 +649,7 @@ assert acc["recent/rotary"][64] > acc["recent/sinusoidal"][64]  # rotary holds o
 #   "three back".
 # - **Learned** tables are perfect up to position 31 and at chance (1 in 16) from position 32 on,
 #   abruptly: those rows of the table were never trained, which is what "can't extrapolate"
-#   means (`001`).
+#   means (the handwritten notes).
 # - **Sinusoidal** and **rotary** are perfect in training and degrade beyond it. Rotary holds on
 #   for a few more positions and then drops to chance on the lag task; sinusoidal declines more
 #   gradually. Both are defined at every position, but the model only learned to use the ones it
@@ -678,7 +692,8 @@ plt.show()
 #
 # ## 6.10 What the notes get wrong, and what they leave out
 #
-# **The sinusoidal formula of `004`.** Notes `004` print, with $w_k = 1/10000^{2k/d}$,
+# **The sinusoidal formula of May's notes** (section 1.4) {cite}`may2024transformer`. They print,
+# with $w_k = 1/10000^{2k/d}$,
 #
 # $$p_n^{(i)} = \begin{cases} n \times \sin(w_k) & i = 2k \\ n \times \cos(w_k) & i = 2k + 2. \end{cases}$$
 #
@@ -742,12 +757,12 @@ plt.show()
 # notes show right after the formula. The correct table's rows all have length
 # $\sqrt{d/2} = 8$.
 #
-# **"No limit to the number of tokens" (`004`).** The sinusoidal table can be computed for any
+# **"No limit to the number of tokens" (May's notes).** The sinusoidal table can be computed for any
 # position, but section 6.9 shows that a trained model does not therefore work at positions it
 # never saw: the sinusoidal models lose their accuracy within a few dozen positions of the
 # training length.
 #
-# **Algorithm 1 (`002` section 12, also `000` section 11).** Step 2's mask keeps the wrong
+# **Algorithm 1 (Strabel's notes, section 12; section 11 of the earlier version).** Step 2's mask keeps the wrong
 # triangle for steps 4-7 ($i \ge j$ instead of $i + j \ge L + 1$, 1-based), so the printed
 # algorithm returns wrong logits for every query but the last (section 6.7); step 6's range
 # $i \le L$ must be $i \le L + 1$ to give $C$ the $(L+1) \times L$ shape it states and that step 7
@@ -756,10 +771,10 @@ plt.show()
 # added to $Q K^\top$ before the $1/\sqrt{d}$ scaling and the causal mask, which also hides
 # whatever the upper triangle holds {cite}`huang2018music`.
 #
-# **"Invariant" (`003`).** Self-attention is permutation-*equivariant*, not invariant (section
+# **"Invariant" (the lecture slides).** Self-attention is permutation-*equivariant*, not invariant (section
 # 6.1): permuting the input permutes the output.
 #
-# **Variant (iii) of `001`.** A term $\lambda (i - j)$, linear in the *signed* offset, contributes
+# **Variant (iii) of the handwritten notes.** A term $\lambda (i - j)$, linear in the *signed* offset, contributes
 # $\lambda i$, which is the same for every key of query $i$ and cancels in the softmax, and
 # $-\lambda j$, a preference for early or late keys by their *absolute* position. It acts as a
 # distance penalty only together with a causal mask, where all keys lie on one side; for
@@ -947,7 +962,7 @@ check.skew_step(skew_logits, require=True)
 # - Rotary embeddings rotate queries and keys so that scores depend on the offset only.
 # - Trained at length 32: learned tables fail at once beyond it, sinusoidal and rotary degrade,
 #   ALiBi is flat but cannot do exact lookups. No scheme wins on every task.
-# - Notes `004`'s sinusoidal formula is wrong twice (position outside the sine, cosine index
+# - May's notes' sinusoidal formula is wrong twice (position outside the sine, cosine index
 #   $2k+2$); the printed version has rank 1.
 #
 # **Closing note: the two tables of this chapter.** The extrapolation experiment (section 6.9,
@@ -963,20 +978,21 @@ check.skew_step(skew_logits, require=True)
 # | recent, $4L$ = 128 | 0.559 | 0.542 | 0.553 | 0.973 | 0.621 |
 #
 # The relative-logit benchmark (`python -m benchmarks.run positions`: one head, $d = 64$,
-# float32, one CPU thread, on the course's 2-core build machine; peak memory above the inputs):
+# float32, one CPU thread, on the course's 2-core build machine; peak tensor memory above the
+# inputs, measured with `course_lib.measure.peak_tensor_memory`):
 #
 # | $L$ | naive: time (ms) | naive: peak (MB) | skewing: time (ms) | skewing: peak (MB) |
 # | --- | --- | --- | --- | --- |
-# | 256 | 7.6 | 17.7 | 0.36 | 1.3 |
-# | 512 | 63.8 | 69.1 | 4.8 | 4.4 |
-# | 1024 | 306 | 276 | 16.3 | 17.4 |
-# | 2048 | 1700 | 1104 | 49.8 | 52.6 |
-# | 4096 | 8912 | 4417 | 662 | 209 |
+# | 256 | 5.0 | 17.3 | 0.43 | 0.8 |
+# | 512 | 52.7 | 69.1 | 1.45 | 3.3 |
+# | 1024 | 227 | 276 | 4.84 | 13.0 |
+# | 2048 | 885 | 1104 | 29.6 | 52.0 |
+# | 4096 | 3992 | 4417 | 246 | 208 |
 #
-# Skewing is 13 to 34 times faster at every length and its peak is 14 to 21 times lower: the
-# naive peak follows $L^2 d$ (4.3 GB at $L = 4096$), skewing's follows $L^2$ (a few copies of
-# the $L \times L$ logits). The times were taken on a shared machine and vary from run to run;
-# the ratios, and the target of the issue (less memory everywhere, faster from $L = 1024$), hold.
+# Skewing is 12 to 47 times faster at every length and its peak is 21 times lower: the naive
+# peak follows $L^2 d$ (4.3 GB at $L = 4096$), skewing's follows $L^2$ (the $L \times L$ logits
+# and their padded copy). The times were taken on a shared machine and vary from run to run;
+# the ratios hold: less memory at every length, and faster at every length.
 #
 # ## References
 #

@@ -188,8 +188,9 @@ assert 0.0 == -0.0 and not nan == nan
 # - **float8 E4M3** and **E5M2**: two 8-bit formats proposed for training
 #   {cite}`micikevicius2022fp8`, E4M3 for weights and activations (more precision), E5M2 for
 #   gradients (more range). The E4M3 variant used in practice, `float8_e4m3fn`, has no
-#   infinities: it reuses the all-ones exponent for normal numbers and keeps a single NaN pattern,
-#   which raises its largest value from 240 to 448.
+#   infinities: it reuses the all-ones exponent for normal numbers and keeps only S.1111.111 as
+#   NaN (one pattern per sign, `0x7F` and `0xFF`: two in all), which raises its largest value
+#   from 240 to 448.
 #
 # Every number in the table below is **computed** from the three numbers that define a format
 # (exponent width, fraction width, and whether the all-ones exponent is reserved): the largest
@@ -267,8 +268,16 @@ for name in ("float16", "bfloat16", "float8_e4m3fn", "float8_e5m2"):
 
 # %% [markdown]
 # Note how many patterns float16 and bfloat16 spend on NaN (2046 and 254): every pattern with
-# an all-ones exponent and a non-zero fraction. E4M3FN spends only two, one per sign.
-#
+# an all-ones exponent and a non-zero fraction. E4M3FN spends only two, one per sign:
+
+# %%
+all_fp8 = np.arange(256, dtype=np.uint8)  # every E4M3FN bit pattern
+nan_fp8 = [int(b) for b in all_fp8 if np.isnan(ref.decode(int(b), "float8_e4m3fn"))]
+assert nan_fp8 == [0x7F, 0xFF]
+assert nan_fp8 == np.flatnonzero(np.isnan(all_fp8.view(ml_dtypes.float8_e4m3fn))).tolist()
+print("E4M3FN NaN patterns:", [hex(b) for b in nan_fp8])
+
+# %% [markdown]
 # ## 12.4 How far apart are neighbouring numbers?
 #
 # Within one binade $[2^k, 2^{k+1})$ a format has $2^M$ evenly spaced numbers, $2^{k-M}$ apart;

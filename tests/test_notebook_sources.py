@@ -10,7 +10,7 @@ import jupytext
 import nbformat
 import pytest
 
-from tools.handouts import strip
+from tools.handouts import worksheet
 
 ROOT = Path(__file__).resolve().parent.parent
 SOURCES = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.py"))
@@ -58,16 +58,31 @@ def test_chapter_structure(src):
 
 
 @pytest.mark.parametrize("src", SOURCES, ids=lambda p: p.stem)
-def test_hand_out_keeps_exercises_and_drops_every_solution(src):
-    """Solution code and its {solution-start}/{solution-end} markers are cells tagged solution."""
-    nb = strip(nbformat.read(src.with_suffix(".ipynb"), as_version=4))
+def test_worksheet_keeps_exercises_and_their_context_and_drops_every_solution(src):
+    """Solution code and its {solution-start}/{solution-end} markers are cells tagged solution;
+    the worksheet is the title, the set-up cell, the cells tagged worksheet and the exercises."""
+    full = nbformat.read(src.with_suffix(".ipynb"), as_version=4)
+    nb = worksheet(full)
     text = "\n".join(c.source for c in nb.cells)
     assert "{solution-start}" not in text and "{solution-end}" not in text, (
         "a {solution-start}/{solution-end} marker is not in its own cell tagged solution"
     )
     assert "require=True" not in text, "solution code left in a cell not tagged solution"
-    assert text.count("{exercise}") >= 3 and "NotImplementedError" in text
+    assert text.count("{exercise}") == "\n".join(c.source for c in full.cells).count("{exercise}")
+    assert "NotImplementedError" in text and "## Summary" not in text
+    assert nb.cells[0].source == full.cells[0].source  # the chapter's title and outcomes
+    assert "import" in nb.cells[1].source  # the set-up cell: imports and the checkers
     assert all(not c.get("outputs") for c in nb.cells if c.cell_type == "code")
+    assert len(nb.cells) < len(full.cells) / 2 or len(full.cells) < 40, (
+        "a worksheet, not the chapter"
+    )
+
+
+@pytest.mark.parametrize("src", SOURCES, ids=lambda p: p.stem)
+def test_solutions_are_folded_in_jupyterlab_too(src):
+    nb = nbformat.read(src.with_suffix(".ipynb"), as_version=4)
+    solutions = [c for c in nb.cells if "solution" in c.metadata.get("tags", [])]
+    assert solutions and all(c.metadata.get("jupyter", {}).get("source_hidden") for c in solutions)
 
 
 FLOAT64_ON_DEVICE = re.compile(

@@ -641,3 +641,20 @@ def test_model_and_attention_maps_follow_the_models_device(scheme):
     assert model(tokens).device.type == "meta"
     maps = pm.attention_maps(model, tokens)
     assert len(maps) == 2 and maps[0].shape == (2, 2, 5, 5) and maps[0].device.type == "meta"
+
+
+def test_tensor2tensor_table_differs_from_the_paper_by_more_than_a_permutation():
+    from course_lib.positions.variants import tensor2tensor_encoding, tensor2tensor_frequencies
+
+    d = 8
+    w = tensor2tensor_frequencies(d)  # 10000^(-i/3), i = 0..3
+    np.testing.assert_allclose(w, [1.0, 10000 ** (-1 / 3), 10000 ** (-2 / 3), 1e-4])
+    table = tensor2tensor_encoding(5, d)
+    for pos in range(5):  # an independent loop over the formula
+        for i in range(d // 2):
+            assert math.isclose(table[pos, i], math.sin(pos * w[i]), abs_tol=1e-15)
+            assert math.isclose(table[pos, d // 2 + i], math.cos(pos * w[i]), abs_tol=1e-15)
+    paper = ref.sinusoidal_encoding(5, d, layout="concatenated")
+    assert not np.allclose(np.sort(table, axis=1), np.sort(paper, axis=1))
+    with pytest.raises(ValueError, match="d_model must be even"):
+        tensor2tensor_encoding(3, 5)

@@ -83,14 +83,16 @@ def test_scaffolded_chapter_passes_the_tests(tmp_path):
                     "test_py_and_ipynb_are_in_sync",
                     "test_notebook_is_executed_in_order_without_errors",
                     "test_chapter_structure",
-                    "test_hand_out_keeps_exercises_and_drops_every_solution",
+                    "test_worksheet_keeps_exercises_and_their_context_and_drops_every_solution",
+                    "test_solutions_are_folded_in_jupyterlab_too",
+                    "test_float64_tensors_never_go_to_the_chosen_device",
                 )
             ),
             f"notebooks/{stem}.ipynb",
         ],
         cwd=repo, env=env, capture_output=True, text=True,
     )  # fmt: skip
-    assert tests.returncode == 0, tests.stdout[-3000:]
+    assert tests.returncode == 0, tests.stdout[-3000:] + tests.stderr[-2000:]
     lint = subprocess.run(
         [str(Path(sys.executable).parent / "ruff"), "check", f"course_lib/{package}", "tools"],
         cwd=repo, capture_output=True, text=True,

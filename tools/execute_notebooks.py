@@ -43,6 +43,14 @@ def sources(names: list[str]) -> list[Path]:
     return out
 
 
+def fold_solutions(nb: nbformat.NotebookNode) -> None:
+    """Fold every cell tagged ``solution`` in JupyterLab (``jupyter.source_hidden``), as the
+    website folds them in a dropdown: a learner sees that a solution is there, not what it is."""
+    for cell in nb.cells:
+        if "solution" in cell.metadata.get("tags", []):
+            cell.metadata.setdefault("jupyter", {})["source_hidden"] = True
+
+
 def execute(src: Path, timeout: int = 600) -> float:
     nb = jupytext.read(src)
     nb.metadata["kernelspec"] = KERNELSPEC
@@ -60,6 +68,7 @@ def execute(src: Path, timeout: int = 600) -> float:
     elapsed = time.perf_counter() - start
     if not nb.metadata.get("widgets"):  # no widget in this chapter: store no empty state
         nb.metadata.pop("widgets", None)
+    fold_solutions(nb)
     out = src.with_suffix(".ipynb")
     nbformat.write(nb, out)
     return elapsed

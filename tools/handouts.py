@@ -1,11 +1,13 @@
-"""Exercise hand-outs for lecturers: each chapter without its solutions and without outputs.
+"""Exercise worksheets for lecturers: each chapter's exercises with the context they need.
 
     python -m tools.handouts                  # every chapter, into handouts/
     python -m tools.handouts 01_matmul --out /tmp/class
 
-Cells tagged ``solution`` (the solution code and the ``{solution-start}``/``{solution-end}``
-markers around it) are removed; every output is cleared so that students run the notebook
-themselves. The stub cells, which call the checkers, stay.
+A worksheet keeps the chapter's title cell, its set-up cell (the imports and the checkers), any
+cell tagged ``worksheet`` (context an exercise needs: a definition, a dataset), and the
+``## Exercises`` section up to the summary. Cells tagged ``solution`` (the solution code and the
+``{solution-start}``/``{solution-end}`` markers around it) are removed, and every output is
+cleared so that students run it themselves. The stub cells, which call the checkers, stay.
 """
 
 from __future__ import annotations
@@ -18,6 +20,25 @@ import nbformat
 
 ROOT = Path(__file__).resolve().parent.parent
 TAG = "solution"
+CONTEXT_TAG = "worksheet"
+
+
+def _starts(cell: nbformat.NotebookNode, heading: str) -> bool:
+    return cell.cell_type == "markdown" and cell.source.lstrip().startswith(heading)
+
+
+def worksheet(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
+    """The exercises of a chapter with the cells they need, without solutions or outputs."""
+    cells = nb.cells
+    first_code = next(i for i, c in enumerate(cells) if c.cell_type == "code")
+    start = next(i for i, c in enumerate(cells) if _starts(c, "## Exercises"))
+    end = next((i for i, c in enumerate(cells) if _starts(c, "## Summary")), len(cells))
+    keep = [cells[0], cells[first_code]]
+    keep += [c for c in cells[first_code + 1 : start] if CONTEXT_TAG in c.metadata.get("tags", [])]
+    keep += cells[start:end]
+    out = nbformat.from_dict(nb)
+    out.cells = [nbformat.from_dict(c) for c in keep]
+    return strip(out)
 
 
 def strip(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
@@ -47,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     for path in notebooks:
         target = args.out / f"{path.stem}_exercises.ipynb"
-        nbformat.write(strip(nbformat.read(path, as_version=4)), target)
+        nbformat.write(worksheet(nbformat.read(path, as_version=4)), target)
         print(f"{target}")
     return 0
 

@@ -138,21 +138,22 @@ NOTEBOOK = """# ---
 # %% [markdown]
 # # {int_number}. {title}
 #
-# TODO: what this chapter is about, in two sentences.
+# TODO: what this chapter is about and why, in two to four sentences.
 #
 # **After this chapter you can**
 #
 # - TODO: an outcome the learner can check for themselves.
 #
-# **Assumes**: TODO (which chapters, which maths). **Core path**: TODO minutes; optional
-# sections are marked.
+# **Assumes**: TODO (which chapters, which maths).
+# **Core path**: about TODO minutes; the optional sections add about TODO minutes.
 #
-# The chapter follows TODO of the lecture notes {{cite}}`strabel2023transformers`.
+# The chapter follows TODO of Strabel's notes {{cite}}`strabel2023transformers`.
 
 # %%
 import numpy as np
 
 from course_lib import seed_everything
+from course_lib.checker import check_prediction
 from course_lib.{package} import exercises as check
 
 rng = seed_everything(0)
@@ -166,13 +167,13 @@ rng = seed_everything(0)
 # %% [markdown]
 # ## {int_number}.2 What the notes get wrong (core, TODO min)
 #
-# TODO: each error, reproduced, then the correct form, asserted.
+# TODO: each error, reproduced, then the correct form, asserted; the source named.
 
 # %% [markdown]
 # ## Exercises
 #
-# Three kinds: implement (a checker tells you what is wrong), predict then check, and
-# conceptual questions with folded answers. Solutions are folded below each exercise.
+# Four kinds: implement (a checker tells you what is wrong), predict then check, a conceptual
+# question, and a stretch problem. Solutions are folded below each exercise.
 #
 # ```{{exercise}} TODO: an implementation exercise
 # :label: ex-{package}-implement
@@ -209,20 +210,23 @@ check.square(square, require=True)
 # ```{{exercise}} TODO: predict, then check
 # :label: ex-{package}-predict
 #
-# Before running the cell, write down what `square(-3)` returns. Then run it.
+# Before running the cell, write down what `np.square(-3)` returns. Then run it.
 # ```
 
 # %%
 prediction = None  # your prediction here
-print("your prediction:", prediction, "| the answer:", int(np.square(-3)))
+check_prediction(prediction, int(np.square(-3)), what="the square of -3")
 
 # %% [markdown] tags=["solution"]
 # ```{{solution-start}} ex-{package}-predict
 # :class: dropdown
 # ```
-#
-# 9: the square of a negative number is positive.
-#
+
+# %% tags=["solution"]
+prediction = 9  # the square of a negative number is positive
+assert check_prediction(prediction, int(np.square(-3)), what="the square of -3").passed
+
+# %% [markdown] tags=["solution"]
 # ```{{solution-end}}
 # ```
 
@@ -239,6 +243,23 @@ print("your prediction:", prediction, "| the answer:", int(np.square(-3)))
 # ```
 #
 # Because $(-x)^2 = x^2$: the map is two-to-one.
+#
+# ```{{solution-end}}
+# ```
+
+# %% [markdown]
+# ```{{exercise}} Stretch: TODO
+# :label: ex-{package}-stretch
+#
+# TODO: a harder, optional problem.
+# ```
+
+# %% [markdown] tags=["solution"]
+# ```{{solution-start}} ex-{package}-stretch
+# :class: dropdown
+# ```
+#
+# TODO: the worked answer.
 #
 # ```{{solution-end}}
 # ```

@@ -112,7 +112,7 @@ def measure_attention(
 ) -> list[dict[str, Any]]:
     """Time and peak tensor memory of attention (forward, and backward if asked) against L.
 
-    Each row: ``L``, ``implementation``, ``seconds`` (best of ``repeats``; absent if
+    Each row: ``L``, ``implementation``, ``seconds`` (best of ``repeats`` measurements, each at least 50 ms of calls; absent if
     ``time_it=False``), ``peak_MiB`` (:func:`course_lib.measure.peak_tensor_memory`) and ``weights_MiB``, the size
     of one (B, h, L, L) tensor of attention weights in this dtype.
 
@@ -144,7 +144,7 @@ def measure_attention(
 
             row: dict[str, Any] = {"L": L, "implementation": name}
             if time_it:
-                row["seconds"] = best_time(step, repeats=repeats, device=device)
+                row["seconds"] = best_time(step, repeats=repeats, min_time=0.05, device=device)
             row["peak_MiB"] = peak_tensor_memory(step, device=device) / 2**20
             row["weights_MiB"] = batch * n_heads * L * L * size / 2**20
             rows.append(row)
