@@ -390,7 +390,7 @@ print("rouge-score:", multi)
 #
 # **chrF** counts **character** n-grams of orders 1 to 6 (spaces removed), pools precision and
 # recall over the corpus per order, averages them over the orders and combines them with
-# $eta = 2$, so recall weighs twice as much as precision {cite}`popovic2015chrf`. "cats" and
+# $\beta = 2$, so recall weighs twice as much as precision {cite}`popovic2015chrf`. "cats" and
 # "cat" share the 1-, 2- and 3-grams of "cat", so a wrong word ending costs a little, not a whole
 # word. chrF++ adds word unigrams and bigrams.
 
@@ -410,7 +410,7 @@ assert (
 # %% [markdown]
 # "cats" earns most of the credit of "cat"; "dog" earns none. Both scores agree with the
 # implementations the field uses, `rouge-score` (ROUGE-L, ROUGE-Lsum) and `sacrebleu` (chrF,
-# chrF++), to $10^{-9}$ (the appendix "How this chapter is tested" says how this is checked).
+# chrF++), to $10^{-9}$ (section 3.13 shows the check).
 #
 # ## 3.7 An evaluation set made for this chapter
 #

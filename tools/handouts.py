@@ -23,21 +23,37 @@ TAG = "solution"
 CONTEXT_TAG = "worksheet"
 
 
-def _starts(cell: nbformat.NotebookNode, heading: str) -> bool:
-    return cell.cell_type == "markdown" and cell.source.lstrip().startswith(heading)
+def _heading_at(cell: nbformat.NotebookNode, prefix: str) -> int | None:
+    """The offset in a markdown cell's source of a line starting with ``prefix``, or None."""
+    if cell.cell_type != "markdown":
+        return None
+    source = cell.source
+    if source.startswith(prefix):
+        return 0
+    at = source.find("\n" + prefix)
+    return None if at < 0 else at + 1
 
 
 def worksheet(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
     """The exercises of a chapter with the cells they need, without solutions or outputs."""
-    cells = nb.cells
+    cells = [nbformat.from_dict(c) for c in nb.cells]
     first_code = next(i for i, c in enumerate(cells) if c.cell_type == "code")
-    start = next(i for i, c in enumerate(cells) if _starts(c, "## Exercises"))
-    end = next((i for i, c in enumerate(cells) if _starts(c, "## Summary")), len(cells))
+    start = next(i for i, c in enumerate(cells) if _heading_at(c, "## Exercises") is not None)
+    cells[start].source = cells[start].source[_heading_at(cells[start], "## Exercises") :]
+    end = start + 1
+    while end < len(cells):  # up to the next section heading after the exercises
+        at = _heading_at(cells[end], "## ")
+        if at is not None:
+            cells[end].source = cells[end].source[:at].rstrip()
+            if cells[end].source:
+                end += 1
+            break
+        end += 1
     keep = [cells[0], cells[first_code]]
     keep += [c for c in cells[first_code + 1 : start] if CONTEXT_TAG in c.metadata.get("tags", [])]
     keep += cells[start:end]
     out = nbformat.from_dict(nb)
-    out.cells = [nbformat.from_dict(c) for c in keep]
+    out.cells = keep
     return strip(out)
 
 
