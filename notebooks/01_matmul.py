@@ -32,7 +32,8 @@
 #   with what it could achieve in theory.
 #
 # **Assumes**: Python and NumPy basics (arrays, slicing, `@`), and what a matrix is.
-# **Time**: about 45 minutes, plus the exercises.
+# **Core path**: about 40 minutes (sections marked core); the optional sections add about 15
+# minutes, the exercises about 30.
 #
 # The chapter follows section 1.1 of the lecture notes {cite}`strabel2023transformers`,
 # equations (1)–(3), and then goes further.
@@ -45,6 +46,7 @@ import torch
 import course_lib.matmul.accelerated as fast
 import course_lib.matmul.reference as ref
 from course_lib import device_for, get_device, seed_everything
+from course_lib.checker import check_prediction
 from course_lib.matmul import exercises as check
 from course_lib.matmul.cost import (
     compare_with_nominal,
@@ -65,7 +67,7 @@ np.set_printoptions(precision=3, suppress=True)
 # next to the equations) and `fast` (PyTorch, written to be batched and quick). `check` holds
 # the exercise checkers.
 #
-# ## 1.1 The definition: one entry at a time
+# ## 1.1 The definition: one entry at a time (core, 6 min)
 #
 # Take $X \in \mathbb{R}^{n \times m}$ and $Y \in \mathbb{R}^{m \times k}$. The product
 # $XY \in \mathbb{R}^{n \times k}$ is defined entry by entry
@@ -77,25 +79,42 @@ np.set_printoptions(precision=3, suppress=True)
 # shared index $l$ runs over the *inner* dimension $m$, which is why the number of columns of
 # $X$ must equal the number of rows of $Y$. We will use one small example throughout:
 
+
 # %%
+def matmul_by_entries(X, Y):
+    """Eq. (1): entry (i, j) is row i of X dotted with column j of Y."""
+    n, m = X.shape
+    k = Y.shape[1]
+    out = np.zeros((n, k))  # (n, k)
+    for i in range(n):
+        for j in range(k):
+            out[i, j] = sum(X[i, l] * Y[l, j] for l in range(m))  # the shared index l
+    return out
+
+
 X = np.array([[1.0, 2.0, 0.0], [0.0, 1.0, 3.0]])  # (n, m) = (2, 3)
 Y = np.array([[1.0, 4.0], [2.0, 0.0], [1.0, 1.0]])  # (m, k) = (3, 2)
 
-XY = ref.matmul_entries(X, Y)  # (2, 2)
+XY = matmul_by_entries(X, Y)  # (2, 2)
 print(XY)
 
 # %% [markdown]
 # Check one entry by hand: row 0 of $X$ is $(1, 2, 0)$ and column 1 of $Y$ is $(4, 0, 1)$,
-# so $(XY)_{01} = 1\cdot 4 + 2 \cdot 0 + 0 \cdot 1 = 4$. The reference implementation is a
-# double loop over $(i, j)$ with the sum over $l$ inside, exactly eq. (1); we check it against
-# NumPy's own `@`:
+# so $(XY)_{01} = 1\cdot 4 + 2 \cdot 0 + 0 \cdot 1 = 4$. The function above is a double loop
+# over $(i, j)$ with the sum over $l$ inside, exactly eq. (1). It is the library's NumPy
+# reference, `course_lib.matmul.reference.matmul_entries`, and its PyTorch twin computes the
+# same numbers; both equal NumPy's own `@`:
 
 # %%
 assert XY[0, 1] == 1 * 4 + 2 * 0 + 0 * 1 == 4
 np.testing.assert_allclose(XY, X @ Y)
+np.testing.assert_allclose(XY, ref.matmul_entries(X, Y))
+np.testing.assert_allclose(
+    XY, fast.matmul_entries(torch.from_numpy(X), torch.from_numpy(Y)).numpy()
+)
 
 # %% [markdown]
-# ## 1.2 The column view: columns of $XY$ mix the columns of $X$
+# ## 1.2 The column view: columns of $XY$ mix the columns of $X$ (core, 4 min)
 #
 # Fix a column $j$ of the result and collect eq. (1) over all rows $i$ at once
 # {cite}`strabel2023transformers` (eq. 2):
@@ -119,7 +138,7 @@ np.testing.assert_allclose(ref.matmul_columns(X, Y), X @ Y)
 # Column 1 of $XY$ is $4 \times$ (column 0 of $X$) $+\ 0 \times$ (column 1) $+\ 1 \times$
 # (column 2) $= 4\,(1, 0) + (0, 3) = (4, 3)$.
 #
-# ## 1.3 The row view: rows of $XY$ mix the rows of $Y$
+# ## 1.3 The row view: rows of $XY$ mix the rows of $Y$ (core, 4 min)
 #
 # The same move with a fixed row $i$ gives {cite}`strabel2023transformers` (eq. 3):
 #
@@ -146,7 +165,7 @@ np.testing.assert_allclose(ref.matmul_rows(X, Y), X @ Y)
 np.testing.assert_allclose(ref.matmul_rows(X, Y), ref.matmul_columns(Y.T, X.T).T)
 
 # %% [markdown]
-# ## 1.4 The outer-product view: a sum of rank-1 matrices
+# ## 1.4 The outer-product view: a sum of rank-1 matrices (core, 6 min)
 #
 # The notes stop at eq. (3); a fourth reading completes the picture. Instead of fixing an
 # entry, a column or a row, fix the inner index $l$. Column $l$ of $X$ (a vector of length
@@ -203,7 +222,7 @@ fig.tight_layout()
 plt.show()
 
 # %% [markdown]
-# ## 1.5 Explore the four views
+# ## 1.5 Explore the four views (optional, 5 min)
 #
 # Choose a view and an index: the explorer highlights the parts of $X$ and $Y$ that produce
 # the highlighted part of the result, and prints the formula. (On the website the widget
@@ -219,7 +238,7 @@ explorer(X, Y)
 # column of $X$ may contribute); in the `outer` view, each term touches *every* entry of the
 # result.
 #
-# ## 1.6 The PyTorch side, and the proof that the two agree
+# ## 1.6 The PyTorch side, and the proof that the two agree (core, 4 min)
 #
 # The NumPy functions above are written to be read. Their PyTorch twins in
 # `course_lib.matmul.accelerated` have the same names and signatures but work on **stacks**
@@ -238,32 +257,7 @@ for name in ("matmul_entries", "matmul_columns", "matmul_rows", "matmul_outer"):
 print("shape:", tuple(out.shape), " dtype:", out.dtype)
 
 # %% [markdown]
-# And the two sides agree on the same inputs. The test suite does this for every function,
-# on hundreds of random shapes drawn by hypothesis, in float64, float32, float16 and bfloat16
-# (`tests/test_conformance.py`); here is one case by hand:
-
-# %%
-A = rng.standard_normal((3, 4))
-B = rng.standard_normal((4, 2))
-for name in ("matmul_entries", "matmul_columns", "matmul_rows", "matmul_outer", "outer_terms"):
-    np.testing.assert_allclose(
-        getattr(fast, name)(torch.from_numpy(A), torch.from_numpy(B)).numpy(),
-        getattr(ref, name)(A, B),
-        rtol=1e-12,
-    )
-print("NumPy reference and PyTorch agree on all five functions")
-
-# %% [markdown]
-# Bad input gets an error that says what is wrong, not a stack trace from inside a library:
-
-# %%
-try:
-    ref.matmul_rows(np.ones((2, 3)), np.ones((4, 5)))
-except ValueError as err:
-    print("ValueError:", err)
-
-# %% [markdown]
-# ## 1.7 Batches, broadcasting and `einsum`
+# ## 1.7 Batches, broadcasting and `einsum` (core, 7 min)
 #
 # A Transformer never multiplies one matrix: it processes a **batch** of $B$ sequences of $L$
 # tokens, each a vector of width $d$, so activations are tensors of shape $(B, L, d)$. A linear
@@ -302,7 +296,7 @@ print(tuple(scores.shape))
 # letter `b`: it is carried through, not summed. Forgetting to share it (`"bid,cjd->bcij"`)
 # would compare queries of one sequence with keys of *every* sequence.
 #
-# ## 1.8 Two conventions: $XW$ (the notes) and $W\mathbf{x}$ (the slides)
+# ## 1.8 Two conventions: $XW$ (the notes) and $W\mathbf{x}$ (the slides) (core, 6 min)
 #
 # The notes store data as **rows**: $X \in \mathbb{R}^{L \times d}$ has one token per row and
 # a layer computes $XW$ {cite}`strabel2023transformers`. The lecture slides store each object
@@ -335,7 +329,7 @@ with torch.no_grad():
 np.testing.assert_allclose(lin(torch.from_numpy(Xrows)).detach().numpy(), keys_rows)
 
 # %% [markdown]
-# ## 1.9 What a product costs
+# ## 1.9 What a product costs (optional, 10 min)
 #
 # Each of the $n k$ entries of $XY$ needs $m$ multiplications and $m - 1$ additions, so the
 # exact count is $nk(2m - 1)$. Modern processors execute a **fused multiply-add** (FMA),
@@ -436,7 +430,7 @@ plt.show()
 # - float32 runs about twice as fast as float64: a SIMD register holds twice as many numbers.
 #   This is the first reason Transformers are trained in low precision (chapter 12).
 #
-# ## 1.10 What the notes get right, and what they leave out
+# ## 1.10 What the notes get right, and what they leave out (core, 3 min)
 #
 # Equations (1)–(3) of the notes are correct as printed, and every one is checked above.
 # Two things they leave implicit are worth saying. First, eq. (1) writes an entry as
@@ -569,6 +563,103 @@ check.layer_flops(linear_flops, require=True)
 # ```
 
 # %% [markdown]
+# ```{exercise} Predict, then check: the shape of a batched product
+# :label: ex-matmul-predict
+#
+# Before running the cell, write down the shape of `A @ B` for `A` of shape (4, 1, 5, 3) and
+# `B` of shape (2, 3, 6), as a tuple. Then run it.
+# ```
+
+# %%
+prediction = None  # your prediction here, e.g. (1, 2, 3)
+check_prediction(prediction, (np.ones((4, 1, 5, 3)) @ np.ones((2, 3, 6))).shape, what="the shape")
+
+# %% [markdown] tags=["solution"]
+# ```{solution-start} ex-matmul-predict
+# :class: dropdown
+# ```
+
+# %% tags=["solution"]
+prediction = (4, 2, 5, 6)  # the last two dimensions multiply: (5, 3) @ (3, 6) -> (5, 6);
+# the batch dimensions (4, 1) and (2,) broadcast, aligned from the right, to (4, 2)
+assert check_prediction(
+    prediction, (np.ones((4, 1, 5, 3)) @ np.ones((2, 3, 6))).shape, what="the shape"
+).passed
+
+# %% [markdown] tags=["solution"]
+# ```{solution-end}
+# ```
+
+# %% [markdown]
+# ```{exercise} Which view explains a low-rank update?
+# :label: ex-matmul-concept
+#
+# Chapter 13 adapts a frozen weight $W$ ($d \times d$) by adding $BA$ with $B$ of shape
+# $d \times r$ and $A$ of shape $r \times d$, $r \ll d$. Which of the four views of a product
+# shows at once that $BA$ has rank at most $r$, and how many numbers does the update store
+# compared with a full $d \times d$ matrix?
+# ```
+
+# %% [markdown] tags=["solution"]
+# ```{solution-start} ex-matmul-concept
+# :class: dropdown
+# ```
+#
+# The outer-product view (section 1.4): $BA = \sum_{l=1}^{r} B_{\cdot l} A_{l \cdot}$, a sum of $r$
+# rank-1 matrices, and a sum of $r$ rank-1 matrices has rank at most $r$. The update stores
+# $2dr$ numbers instead of $d^2$: for $d = 4096$ and $r = 8$, 65,536 instead of 16,777,216, a
+# factor of 256.
+#
+# ```{solution-end}
+# ```
+
+# %% [markdown]
+# ```{exercise} Stretch: the cheapest order of a chain of products
+# :label: ex-matmul-stretch
+#
+# $(AB)C = A(BC)$, but the two orders need different numbers of FLOPs. For $A$ of shape
+# $10 \times 1000$, $B$ of $1000 \times 10$ and $C$ of $10 \times 1000$, compute both costs with
+# `matmul_flops`. Then write `cheapest_chain(shapes)` that, for a chain of matrices given by
+# their shapes, returns the smallest number of FLOPs over all orders (dynamic programming over
+# sub-chains, $O(n^3)$ for $n$ matrices).
+# ```
+
+# %% [markdown] tags=["solution"]
+# ```{solution-start} ex-matmul-stretch
+# :class: dropdown
+# ```
+
+# %% tags=["solution"]
+print("(AB)C:", matmul_flops(10, 1000, 10) + matmul_flops(10, 10, 1000))
+print("A(BC):", matmul_flops(1000, 10, 1000) + matmul_flops(10, 1000, 1000))
+
+
+def cheapest_chain(shapes):
+    dims = [shapes[0][0]] + [s[1] for s in shapes]  # matrix i is dims[i] x dims[i + 1]
+    n = len(shapes)
+    best = [[0] * n for _ in range(n)]  # best[i][j]: cheapest product of matrices i..j
+    for span in range(1, n):
+        for i in range(n - span):
+            j = i + span
+            best[i][j] = min(
+                best[i][s] + best[s + 1][j] + matmul_flops(dims[i], dims[s + 1], dims[j + 1])
+                for s in range(i, j)
+            )
+    return best[0][n - 1]
+
+
+assert cheapest_chain([(10, 1000), (1000, 10), (10, 1000)]) == 400_000
+
+# %% [markdown] tags=["solution"]
+# ```{solution-end}
+# ```
+#
+# Grouping as $(AB)C$ costs 400,000 FLOPs, as $A(BC)$ 40,000,000: a factor of 100 from where
+# the brackets go. Attention meets the same choice: $(QK^\top)V$ is the only order that allows
+# the softmax in between, and linear-attention methods regroup it as $Q(K^\top V)$ precisely to
+# avoid the $L \times L$ matrix.
+
+# %% [markdown]
 # ## Summary
 #
 # - $(XY)_{ij}$ is the dot product of row $i$ of $X$ and column $j$ of $Y$ (eq. 1).
@@ -594,3 +685,37 @@ check.layer_flops(linear_flops, require=True)
 #   {cite}`williams2009roofline`.
 #
 # The full bibliography of the course is on the [References](../book/references.md) page.
+#
+# ## How this chapter is tested
+#
+# `tests/test_matmul.py` checks each view against hand-derived values and `@`, the FLOP counts
+# and the peak estimate on synthetic `/proc/cpuinfo` texts, the widget's pure functions, and the
+# exercise checkers against their solutions; `tests/test_conformance.py` runs the NumPy
+# reference and the PyTorch twin of every view on random shapes in float64, float32, float16 and
+# bfloat16, checks their signatures and runs `gradcheck`; `python -m benchmarks.run matmul`
+# measures GFLOP/s up to $n = 8192$.
+
+# %% [markdown]
+# The two sides agree on the same inputs. The test suite does this for every function,
+# on hundreds of random shapes drawn by hypothesis, in float64, float32, float16 and bfloat16
+# (`tests/test_conformance.py`); here is one case by hand:
+
+# %%
+A = rng.standard_normal((3, 4))
+B = rng.standard_normal((4, 2))
+for name in ("matmul_entries", "matmul_columns", "matmul_rows", "matmul_outer", "outer_terms"):
+    np.testing.assert_allclose(
+        getattr(fast, name)(torch.from_numpy(A), torch.from_numpy(B)).numpy(),
+        getattr(ref, name)(A, B),
+        rtol=1e-12,
+    )
+print("NumPy reference and PyTorch agree on all five functions")
+
+# %% [markdown]
+# Bad input gets an error that says what is wrong, not a stack trace from inside a library:
+
+# %%
+try:
+    ref.matmul_rows(np.ones((2, 3)), np.ones((4, 5)))
+except ValueError as err:
+    print("ValueError:", err)

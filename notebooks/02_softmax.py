@@ -37,7 +37,8 @@
 #   FlashAttention (chapter 11) is built on.
 #
 # **Assumes**: chapter 1, NumPy, and derivatives of $e^x$ and $\log x$.
-# **Time**: about 60 minutes, plus the exercises.
+# **Core path**: about 45 minutes (sections marked core); the optional sections add about 20
+# minutes, the exercises about 40.
 #
 # The chapter follows section 1.2 of the lecture notes {cite}`strabel2023transformers`
 # (Definition 1.1, eq. 4) and the way the notes on attention use the softmax, then goes
@@ -53,6 +54,7 @@ import torch
 import course_lib.softmax.accelerated as fast
 import course_lib.softmax.reference as ref
 from course_lib import get_device, seed_everything
+from course_lib.checker import check_prediction
 from course_lib.measure import peak_numpy_memory
 from course_lib.plotting import new_axes, use_style
 from course_lib.softmax import exercises as check
@@ -68,7 +70,7 @@ device = get_device()
 # and `fast` their PyTorch twins (same names and signatures; batched, any device, the input's
 # dtype, differentiable). `check` holds the exercise checkers.
 #
-# ## 2.1 The definition
+# ## 2.1 The definition (core, 5 min)
 #
 # For a vector of scores $z \in \mathbb{R}^K$, often called **logits**, the notes define
 # {cite}`strabel2023transformers` (Definition 1.1, eq. 4)
@@ -107,7 +109,7 @@ torch.testing.assert_close(weights, torch.softmax(scores, dim=-1))
 # Along `axis=0` the same function normalises each column instead; section 2.9 shows why
 # that would be the wrong choice for attention.
 #
-# ## 2.2 What changes the result and what does not
+# ## 2.2 What changes the result and what does not (core, 6 min)
 #
 # Adding the same constant $c$ to every score changes nothing, because the factor $e^{c}$
 # appears in the numerator and in every term of the denominator:
@@ -145,7 +147,7 @@ np.testing.assert_allclose(ref.softmax(two)[:, 0], ref.sigmoid(d), rtol=1e-14)
 print(ref.sigmoid(d).round(4))
 
 # %% [markdown]
-# ## 2.3 Numerical stability
+# ## 2.3 Numerical stability (core, 8 min)
 #
 # Eq. (4) read literally computes $e^{z_i}$ first. Floating-point numbers have a largest
 # finite value, and $e^{z}$ passes it early: at $z \approx 88.7$ in float32, $z \approx 11.1$
@@ -250,7 +252,7 @@ torch.testing.assert_close(logits.grad, torch.softmax(logits.detach(), -1) - one
 # NaN). The fused loss is $\operatorname{LSE}(z) - z_t = 60 + \log(1 + e^{-60} + e^{-120}) + 60
 # \approx 120$, and the gradient is exactly $\sigma(z) - \operatorname{onehot}(t)$.
 #
-# ## 2.4 Temperature, top-k and top-p
+# ## 2.4 Temperature, top-k and top-p (core, 8 min)
 #
 # Dividing the logits by a **temperature** $T > 0$ before the softmax
 # {cite}`hinton2015distilling`,
@@ -340,7 +342,7 @@ from course_lib.softmax.widget import temperature_explorer
 temperature_explorer("2, 4, 4, 1, -1", labels=["the", "a", "one", "this", "cat"])
 
 # %% [markdown]
-# ## 2.5 The Jacobian
+# ## 2.5 The Jacobian (optional, 8 min)
 #
 # To train through a softmax we need its derivatives. Write $s = \sigma(z)$. For $i = j$ the
 # quotient rule gives $\partial s_i/\partial z_i = \frac{e^{z_i} S - e^{z_i} e^{z_i}}{S^2} =
@@ -411,7 +413,7 @@ np.testing.assert_allclose(norms[0], 1 / 16, rtol=0.1)  # near uniform: J's norm
 # a little while the top few entries share the mass, then collapses by many orders of
 # magnitude once the largest entry dominates.
 #
-# ## 2.6 Masking
+# ## 2.6 Masking (core, 5 min)
 #
 # Attention often must *forbid* some positions: a language model may not look at future
 # tokens (a causal mask, chapter 4), and padding tokens carry nothing. The clean way is to set
@@ -451,7 +453,7 @@ assert torch.isfinite(rows.grad).all() and (rows.grad[1] == 0).all()
 np.testing.assert_array_equal(ref.softmax(rows.detach().numpy())[1], [0.0, 0.0, 0.0])
 
 # %% [markdown]
-# ## 2.7 Online softmax: one pass, bounded memory
+# ## 2.7 Online softmax: one pass, bounded memory (optional, 12 min)
 #
 # Eq. (2.3) reads the scores twice before it can write anything: once for the maximum $m$,
 # once for the sum $\ell = \sum_j e^{z_j - m}$. For a long row that arrives in pieces (a
@@ -562,7 +564,7 @@ np.testing.assert_allclose(acc / l_t, ref.softmax(stream) @ V, rtol=1e-12)
 print((acc / l_t).round(4))
 
 # %% [markdown]
-# ## 2.8 The PyTorch side, conventions, and bad input
+# ## 2.8 The PyTorch side, conventions, and bad input (core, 3 min)
 #
 # `fast.softmax`, `fast.log_softmax` and `fast.logsumexp` call PyTorch's fused kernels and add
 # only the fully-masked-row rule, so they run at the kernels' speed (see the benchmark note
@@ -581,31 +583,7 @@ np.testing.assert_allclose(
 )
 
 # %% [markdown]
-# **Integer input.** The two sides differ here on purpose, and both are documented in the
-# docstrings. The NumPy reference *promotes* integers (and booleans) to float64, as it does
-# everything it touches. The PyTorch side *rejects* an integer tensor with a `TypeError`: PyTorch
-# cannot take the softmax of integers either, and silently choosing float32 or float64 for you
-# would hide a precision decision. A plain Python list is converted by NumPy's rules (to
-# float64) on both sides. Other bad input (an empty array, an axis out of range, a $p$ outside
-# $(0, 1]$) gets an error that names the argument:
-
-# %%
-print(ref.softmax([1, 2, 3]).round(4))  # integers promoted
-for bad in (
-    lambda: fast.softmax(torch.tensor([1, 2, 3])),
-    lambda: ref.softmax(np.zeros((2, 0))),
-    lambda: fast.softmax(torch.zeros(2, 3), axis=2),
-    lambda: ref.top_p_filter([1.0, 2.0], p=1.5),
-):
-    try:
-        bad()
-    except (TypeError, ValueError) as err:
-        print(f"{type(err).__name__}: {err}")
-    else:
-        raise AssertionError("bad input was accepted")
-
-# %% [markdown]
-# ## 2.9 What the notes get wrong
+# ## 2.9 What the notes get wrong (core, 3 min)
 #
 # Definition 1.1 itself is correct, and so are the worked values $[.06, .47, .47]$. The errors
 # are in how the attention notes and slides *use* the softmax, and those belong to attention:
@@ -784,7 +762,164 @@ check.softmax_jacobian(jacobian, require=True)
 # ```
 
 # %% [markdown]
-# ## Benchmark note
+# ```{exercise} Predict, then check: softmax of two huge equal logits
+# :label: ex-softmax-predict
+#
+# What does a stable softmax return for the logits `[1000.0, 1000.0]`, and what does eq. (4)
+# computed literally in float64 return? Write both as a pair of lists, then run the cell.
+# ```
+
+# %%
+prediction = None  # your prediction here: (stable, naive)
+actual = (
+    ref.softmax(np.array([1000.0, 1000.0])).tolist(),
+    ref.naive_softmax(np.array([1000.0, 1000.0])).tolist(),
+)
+check_prediction(prediction, str(actual), what="the two softmaxes")
+
+# %% [markdown] tags=["solution"]
+# ```{solution-start} ex-softmax-predict
+# :class: dropdown
+# ```
+
+# %% tags=["solution"]
+prediction = str(([0.5, 0.5], [float("nan"), float("nan")]))  # exp(1000) = inf; inf / inf = nan
+assert check_prediction(prediction, str(actual), what="the two softmaxes").passed
+
+# %% [markdown] tags=["solution"]
+# ```{solution-end}
+# ```
+#
+# Subtracting the maximum turns the logits into `[0, 0]`, whose softmax is exactly one half
+# each. Literally, `exp(1000)` overflows to infinity in float64 (beyond about 709.8), and
+# infinity divided by infinity is NaN, silently.
+
+# %% [markdown]
+# ```{exercise} Temperature 1 is not greedy
+# :label: ex-softmax-concept
+#
+# A classmate says: "with temperature $T = 1$ the model always outputs its most probable
+# token". What is wrong with this, and which temperature does make sampling deterministic?
+# ```
+
+# %% [markdown] tags=["solution"]
+# ```{solution-start} ex-softmax-concept
+# :class: dropdown
+# ```
+#
+# $T = 1$ leaves the distribution exactly as the model computed it: sampling then picks each
+# token with its probability, so a token of probability 0.3 is chosen three times in ten.
+# Sampling becomes deterministic only in the limit $T \to 0$, where the softmax tends to a
+# one-hot vector on the largest logit (greedy decoding; ties split the mass equally). Large
+# $T$ does the opposite and tends to the uniform distribution (section 2.4).
+#
+# ```{solution-end}
+# ```
+
+# %% [markdown]
+# ```{exercise} Stretch: a Jacobian-vector product without the Jacobian
+# :label: ex-softmax-stretch
+#
+# Backpropagation through the softmax needs $J^\top g$ for an incoming gradient $g$, not $J$
+# itself. Using eq. (2.9), show that $J^\top g = s \odot (g - (s \cdot g))$ for $s$ = softmax$(x)$,
+# implement it in $O(K)$ memory, and check it against `jacobian(x).T @ g`.
+# ```
+
+# %% [markdown] tags=["solution"]
+# ```{solution-start} ex-softmax-stretch
+# :class: dropdown
+# ```
+
+
+# %% tags=["solution"]
+def softmax_vjp(x, g):
+    s = stable_softmax(x)  # (K,)
+    return s * (g - s @ g)  # J is symmetric: J^T g = diag(s) g - s (s . g)
+
+
+xg, gg = rng.standard_normal(6), rng.standard_normal(6)
+np.testing.assert_allclose(softmax_vjp(xg, gg), jacobian(xg).T @ gg, atol=1e-15)
+
+# %% [markdown] tags=["solution"]
+# ```{solution-end}
+# ```
+
+# %% [markdown]
+# ## Summary
+#
+# - $\sigma(z)_i = e^{z_i} / \sum_j e^{z_j}$ (eq. 4) maps scores to a distribution; only
+#   differences of scores matter (eq. 2.1), scaling them sharpens or flattens it, and with two
+#   classes it is the sigmoid (eq. 2.2).
+# - Computed literally it overflows (float32 beyond 88.7, float16 beyond 11.1); subtracting
+#   the maximum (eq. 2.3) is exact and safe. Log-sum-exp, log-softmax and cross-entropy from
+#   logits (eqs. 2.4 to 2.6) are the stable forms to use; the gradient of the cross-entropy is
+#   $\sigma(z) - \operatorname{onehot}(t)$.
+# - Temperature interpolates between the argmax ($T \to 0$) and the uniform distribution
+#   ($T \to \infty$); top-k and top-p remove the tail before sampling.
+# - The Jacobian is $\operatorname{diag}(s) - ss^\top$; backpropagation needs only
+#   $s \odot (g - \langle g, s \rangle)$, and a saturated softmax passes almost no gradient.
+# - Masks go on the scores as $-\infty$, never on the weights. A fully masked row returns
+#   zeros here, so that it contributes nothing instead of spreading NaN.
+# - A running maximum and a rescaled normaliser (eqs. 2.11 and 2.12) compute the softmax, and
+#   a softmax-weighted sum, in one streaming pass with memory bounded by the chunk: the idea
+#   behind FlashAttention.
+#
+# ## References
+#
+# - G. Strabel, *Transformers*, lecture notes, 2023, section 1.2 {cite}`strabel2023transformers`.
+# - A. Vaswani et al., "Attention is all you need", 2017 {cite}`vaswani2017attention`.
+# - P. Blanchard, D. J. Higham and N. J. Higham, "Accurately computing the log-sum-exp and
+#   softmax functions", *IMA Journal of Numerical Analysis* 41(4), 2021
+#   {cite}`blanchard2021accurate`.
+# - IEEE Standard for Floating-Point Arithmetic (IEEE 754-2019) {cite}`ieee2019754`.
+# - P. Micikevicius et al., "Mixed precision training", 2018 {cite}`micikevicius2018mixed`.
+# - G. Hinton, O. Vinyals and J. Dean, "Distilling the knowledge in a neural network", 2015
+#   {cite}`hinton2015distilling`.
+# - A. Fan, M. Lewis and Y. Dauphin, "Hierarchical neural story generation", 2018
+#   {cite}`fan2018hierarchical`.
+# - A. Holtzman et al., "The curious case of neural text degeneration", 2020
+#   {cite}`holtzman2020curious`.
+# - M. Milakov and N. Gimelshein, "Online normalizer calculation for softmax", 2018
+#   {cite}`milakov2018online`.
+# - T. Dao et al., "FlashAttention: fast and memory-efficient exact attention with
+#   IO-awareness", 2022 {cite}`dao2022flashattention`.
+#
+# The full bibliography of the course is on the [References](../book/references.md) page.
+#
+# ## How this chapter is tested
+#
+# `tests/test_softmax.py` checks every function against hand-derived values, `torch.softmax`,
+# `torch.log_softmax`, `scipy.special.logsumexp`, `F.cross_entropy` and autograd's Jacobian;
+# `tests/test_conformance.py` runs the NumPy reference and the PyTorch side of each on random
+# shapes, axes, scales and masks in four dtypes and runs `gradcheck`; the exercise checkers are
+# tested against their solutions; `benchmarks/softmax.py` measures speed and memory (below).
+
+# %% [markdown]
+# **Integer input.** The two sides differ here on purpose, and both are documented in the
+# docstrings. The NumPy reference *promotes* integers (and booleans) to float64, as it does
+# everything it touches. The PyTorch side *rejects* an integer tensor with a `TypeError`: PyTorch
+# cannot take the softmax of integers either, and silently choosing float32 or float64 for you
+# would hide a precision decision. A plain Python list is converted by NumPy's rules (to
+# float64) on both sides. Other bad input (an empty array, an axis out of range, a $p$ outside
+# $(0, 1]$) gets an error that names the argument:
+
+# %%
+print(ref.softmax([1, 2, 3]).round(4))  # integers promoted
+for bad in (
+    lambda: fast.softmax(torch.tensor([1, 2, 3])),
+    lambda: ref.softmax(np.zeros((2, 0))),
+    lambda: fast.softmax(torch.zeros(2, 3), axis=2),
+    lambda: ref.top_p_filter([1.0, 2.0], p=1.5),
+):
+    try:
+        bad()
+    except (TypeError, ValueError) as err:
+        print(f"{type(err).__name__}: {err}")
+    else:
+        raise AssertionError("bad input was accepted")
+
+# %% [markdown]
+# ### Benchmark
 #
 # `benchmarks/softmax.py` measures the two performance targets of this chapter; run it with
 # `./course bench softmax` (or `python -m benchmarks.run softmax`). On the machine this
@@ -833,43 +968,3 @@ check.softmax_jacobian(jacobian, require=True)
 # the dispatch mode cannot see them; the full table, with every chunk size, is in
 # `benchmarks/results/softmax.json` after a run.)
 #
-# ## Summary
-#
-# - $\sigma(z)_i = e^{z_i} / \sum_j e^{z_j}$ (eq. 4) maps scores to a distribution; only
-#   differences of scores matter (eq. 2.1), scaling them sharpens or flattens it, and with two
-#   classes it is the sigmoid (eq. 2.2).
-# - Computed literally it overflows (float32 beyond 88.7, float16 beyond 11.1); subtracting
-#   the maximum (eq. 2.3) is exact and safe. Log-sum-exp, log-softmax and cross-entropy from
-#   logits (eqs. 2.4 to 2.6) are the stable forms to use; the gradient of the cross-entropy is
-#   $\sigma(z) - \operatorname{onehot}(t)$.
-# - Temperature interpolates between the argmax ($T \to 0$) and the uniform distribution
-#   ($T \to \infty$); top-k and top-p remove the tail before sampling.
-# - The Jacobian is $\operatorname{diag}(s) - ss^\top$; backpropagation needs only
-#   $s \odot (g - \langle g, s \rangle)$, and a saturated softmax passes almost no gradient.
-# - Masks go on the scores as $-\infty$, never on the weights. A fully masked row returns
-#   zeros here, so that it contributes nothing instead of spreading NaN.
-# - A running maximum and a rescaled normaliser (eqs. 2.11 and 2.12) compute the softmax, and
-#   a softmax-weighted sum, in one streaming pass with memory bounded by the chunk: the idea
-#   behind FlashAttention.
-#
-# ## References
-#
-# - G. Strabel, *Transformers*, lecture notes, 2023, section 1.2 {cite}`strabel2023transformers`.
-# - A. Vaswani et al., "Attention is all you need", 2017 {cite}`vaswani2017attention`.
-# - P. Blanchard, D. J. Higham and N. J. Higham, "Accurately computing the log-sum-exp and
-#   softmax functions", *IMA Journal of Numerical Analysis* 41(4), 2021
-#   {cite}`blanchard2021accurate`.
-# - IEEE Standard for Floating-Point Arithmetic (IEEE 754-2019) {cite}`ieee2019754`.
-# - P. Micikevicius et al., "Mixed precision training", 2018 {cite}`micikevicius2018mixed`.
-# - G. Hinton, O. Vinyals and J. Dean, "Distilling the knowledge in a neural network", 2015
-#   {cite}`hinton2015distilling`.
-# - A. Fan, M. Lewis and Y. Dauphin, "Hierarchical neural story generation", 2018
-#   {cite}`fan2018hierarchical`.
-# - A. Holtzman et al., "The curious case of neural text degeneration", 2020
-#   {cite}`holtzman2020curious`.
-# - M. Milakov and N. Gimelshein, "Online normalizer calculation for softmax", 2018
-#   {cite}`milakov2018online`.
-# - T. Dao et al., "FlashAttention: fast and memory-efficient exact attention with
-#   IO-awareness", 2022 {cite}`dao2022flashattention`.
-#
-# The full bibliography of the course is on the [References](../book/references.md) page.

@@ -41,7 +41,8 @@
 #
 # **Assumes**: chapter 4 (multi-head attention, masks; we call its functions) and basic
 # PyTorch autograd.
-# **Time**: about 60 minutes, plus the exercises.
+# **Core path**: about 50 minutes (sections marked core); the optional sections add about 20
+# minutes, the exercises about 40.
 #
 # The chapter follows section 2.4 and eq. (21) of the notes {cite}`strabel2023transformers`,
 # the block and LayerNorm equations of the lecture slides {cite}`marlin2022transformers`,
@@ -68,6 +69,7 @@ from course_lib.block.experiment import (
     train_reversal,
 )
 from course_lib.block.params import init_parameters, layout
+from course_lib.checker import check_prediction
 from course_lib.models import DecoderOnlyModel, TransformerBlock, encoder_layer_parameters
 from course_lib.plotting import new_axes, use_style
 
@@ -81,7 +83,7 @@ np.set_printoptions(precision=3, suppress=True)
 # differentiable). Configurations and parameter counts live in `course_lib.block.params`; the
 # `torch.nn.Module`s in `course_lib.models`.
 #
-# ## 5.1 The block as the notes describe it
+# ## 5.1 The block as the notes describe it (core, 5 min)
 #
 # The notes describe one block in four steps {cite}`strabel2023transformers` (section 2.4):
 # multi-head self-attention turns the input $X_0$ into $X_1$; $X_0 + X_1$ is normalised into
@@ -128,7 +130,7 @@ np.testing.assert_allclose(X4.mean(axis=-1), 0, atol=1e-12)
 # standard deviation falls short of 1 only by the $\epsilon$ inside the square root, which the
 # next section explains.
 #
-# ## 5.2 Layer normalisation
+# ## 5.2 Layer normalisation (core, 7 min)
 #
 # LayerNorm rescales each token's vector on its own, using only that vector's $d$ entries
 # {cite}`ba2016layer`. The slides give it with a gain $\gamma$ and a bias $\beta$
@@ -200,7 +202,7 @@ np.testing.assert_allclose(
 print("RMSNorm matches torch.nn.RMSNorm; RMSNorm of centred x equals LayerNorm of x")
 
 # %% [markdown]
-# ## 5.3 Residual connections
+# ## 5.3 Residual connections (core, 6 min)
 #
 # The lecture notes on keys, queries and values motivate the residual connection
 # {cite}`may2024transformer` (section 1.3): if a layer's output were only $\mathrm{ff}(\mathrm{self}(x))$, whatever
@@ -241,7 +243,7 @@ J = torch.autograd.functional.jacobian(lambda v: torch.tanh(v @ W), x.detach())[
 torch.testing.assert_close(grad_x, g + g @ J)  # g + J^T g, written for row vectors
 
 # %% [markdown]
-# ## 5.4 The position-wise feed-forward network
+# ## 5.4 The position-wise feed-forward network (core, 6 min)
 #
 # After attention has mixed information *across* tokens, the feed-forward network transforms
 # each token *by itself*, with the same two layers at every position (the handwritten notes'
@@ -309,7 +311,7 @@ out = ref.glu_feed_forward(rng.standard_normal((5, d)), g["w_1"], g["w_2"], g["w
 print(out.shape)
 
 # %% [markdown]
-# ## 5.5 Three ways to arrange a block
+# ## 5.5 Three ways to arrange a block (core, 10 min)
 #
 # The handwritten notes list the positions a norm can take. With $N_1, N_2$ the two norms
 # (LayerNorm or RMSNorm), the three arrangements are
@@ -433,7 +435,7 @@ for norm_first in (False, True):
 # relative in float64 is far looser than what we get; $1.3\times10^{-6}$ in float32). The test
 # suite repeats this with biases removed, GELU, a causal mask, and the NumPy reference.
 #
-# ## 5.6 Stacking blocks: the decoder-only model
+# ## 5.6 Stacking blocks: the decoder-only model (core, 6 min)
 #
 # A Transformer is a stack of $R$ blocks, each with its own parameters, each reading the
 # previous one's output {cite}`marlin2022transformers`: $\mathbf{z}^1 =
@@ -492,7 +494,7 @@ print("untied minus tied:", count_parameters(untied) - count_parameters(dcfg), "
 # Chapter 8 trains this model on text; `model.loss(tokens, targets)` is its next-token
 # cross-entropy.
 #
-# ## 5.7 Counting parameters
+# ## 5.7 Counting parameters (optional, 8 min)
 #
 # Count one GPT block with $d_\text{ff} = 4d$ and $h$ heads of width $d/h$:
 #
@@ -578,7 +580,7 @@ from course_lib.block.widget import explorer
 explorer("GPT-3 Small")
 
 # %% [markdown]
-# ## 5.8 Why pre-LN trains more easily
+# ## 5.8 Why pre-LN trains more easily (optional, 12 min)
 #
 # The original Transformer (post-LN) needs a learning-rate **warm-up**: start tiny, grow over
 # thousands of steps. Xiong et al. traced this to the gradients at initialisation
@@ -771,7 +773,7 @@ fig.tight_layout()
 plt.show()
 
 # %% [markdown]
-# ## 5.9 What the notes get wrong
+# ## 5.9 What the notes get wrong (core, 8 min)
 #
 # 1. **The handwritten notes' LayerNorm has no gain.** They write
 #    $\operatorname{LayerNorm}(h)_t = (h_t - \mu_t)/\sigma_t + \beta$, with only a bias. Without
@@ -918,32 +920,6 @@ print("negative outputs: printed", int((as_printed < 0).sum()), " correct", int(
 assert (as_printed >= 0).all() and (ffn < 0).any()
 
 # %% [markdown]
-# ## 5.10 Speed
-#
-# The modules are meant to be used, so they should not be slow. `benchmarks/block.py` times
-# forward and forward+backward passes of our post-LN, pre-LN and parallel blocks against
-# `torch.nn.TransformerEncoderLayer` at $B = 8$, $L = 256$, $d_\text{model} = 512$ (8 heads,
-# $d_\text{ff} = 2048$, float32, CPU); the target is our post-LN block within $1.3\times$ of
-# PyTorch's. Run `./course bench block` to measure your machine. A smaller version here:
-
-# %%
-# NBVAL_IGNORE_OUTPUT
-from course_lib.measure import best_time
-
-torch.manual_seed(0)
-c = BlockConfig(d_model=128, n_heads=4, d_ff=512)
-ours = TransformerBlock(c)
-theirs = torch.nn.TransformerEncoderLayer(128, 4, 512, dropout=0.0, batch_first=True)
-x = torch.randn(4, 64, 128, requires_grad=True)
-for name, m in (("ours (post-LN)", ours), ("torch TransformerEncoderLayer", theirs)):
-    best = best_time(lambda m=m: m(x).sum().backward(), repeats=5)
-    print(
-        f"{name:<30} forward+backward {1e3 * best:6.1f} ms  ({x.shape[0] * x.shape[1] / best:,.0f} tokens/s)"
-    )
-
-# %% [markdown]
-# Most of the time goes into the six matrix products of the projections and the feed-forward
-# network; we call the same BLAS kernels PyTorch does, so the two land close together.
 
 # %% [markdown]
 # ## Exercises
@@ -1090,6 +1066,84 @@ check.gpt_parameters(gpt_parameters, require=True)
 # ```
 
 # %% [markdown]
+# ```{exercise} Predict, then check: the parameters of one block
+# :label: ex-block-predict
+#
+# A post-LN block with $d_\text{model} = 64$, 4 heads, $d_\text{ff} = 256$, biases and LayerNorm.
+# Predict its number of parameters (use the rule $12d^2 + 13d$ of section 5.7), then run.
+# ```
+
+# %%
+prediction = None  # your prediction here
+check_prediction(
+    prediction, count_parameters(BlockConfig(64, 4, 256)), what="the parameter count", rtol=0
+)
+
+# %% [markdown] tags=["solution"]
+# ```{solution-start} ex-block-predict
+# :class: dropdown
+# ```
+
+# %% tags=["solution"]
+prediction = 12 * 64**2 + 13 * 64  # attention 4d^2 + 4d, FFN 8d^2 + 5d, two norms 4d
+assert check_prediction(
+    prediction, count_parameters(BlockConfig(64, 4, 256)), what="the parameter count", rtol=0
+).passed
+
+# %% [markdown] tags=["solution"]
+# ```{solution-end}
+# ```
+
+# %% [markdown]
+# ```{exercise} Why normalise before, not after?
+# :label: ex-block-concept
+#
+# In a post-LN stack every residual sum passes through a LayerNorm; in a pre-LN stack the
+# residual stream is never normalised until the end. Use the gradient identity of section 5.3
+# to explain why a 24-layer pre-LN stack trains without warm-up and a post-LN one may not.
+# ```
+
+# %% [markdown] tags=["solution"]
+# ```{solution-start} ex-block-concept
+# :class: dropdown
+# ```
+#
+# In pre-LN each layer computes $x + f(N(x))$, so the gradient reaching its input is exactly
+# $g + J^\top g$: the identity path carries the output gradient down through all 24 layers
+# unchanged, and each layer only adds to it. In post-LN the sum is normalised, $N(x + f(x))$, so
+# the gradient passes through every norm's Jacobian on its way down; at initialisation these
+# shrink or distort it differently at each depth (section 5.8 measures it), and large early
+# updates of the upper layers destabilise training unless the learning rate starts small
+# (warm-up) {cite}`xiong2020layer`.
+#
+# ```{solution-end}
+# ```
+
+# %% [markdown]
+# ```{exercise} Stretch: a KV cache for the decoder
+# :label: ex-block-stretch
+#
+# Generating one token at a time with `DecoderOnlyModel` recomputes the keys and values of the
+# whole prefix at every step. Explain which tensors a cache must keep per layer, their shapes,
+# and how much memory that is for GPT-2 small at 1,024 tokens in float32. (Chapter 8 builds the
+# cache and checks it against uncached generation.)
+# ```
+
+# %% [markdown] tags=["solution"]
+# ```{solution-start} ex-block-stretch
+# :class: dropdown
+# ```
+#
+# Per layer the keys and values of every past token, after their projections: two tensors of
+# shape $(B, h, L, d_\text{head})$. A new token then computes only its own query, key and value,
+# appends its key and value, and attends over the cache, so a step costs $O(L)$ instead of
+# $O(L^2)$. For GPT-2 small ($12$ layers, $h \cdot d_\text{head} = 768$) at $L = 1024$:
+# $2 \times 12 \times 1024 \times 768 \times 4$ bytes $\approx 75$ MB per sequence.
+#
+# ```{solution-end}
+# ```
+
+# %% [markdown]
 # ## Summary
 #
 # - A block is attention and a position-wise feed-forward network, each wrapped in a residual
@@ -1135,3 +1189,37 @@ check.gpt_parameters(gpt_parameters, require=True)
 #   2014 {cite}`srivastava2014dropout`.
 #
 # The full bibliography of the course is on the [References](../book/references.md) page.
+#
+# ## How this chapter is tested
+#
+# `tests/test_block.py` checks the norms, blocks and decoder against hand-derived values, against
+# `nn.LayerNorm`, `nn.RMSNorm` and `nn.TransformerEncoderLayer` (weights copied in), counts
+# parameters against `sum(p.numel())`, and compiles the decoder with `fullgraph=True`;
+# `tests/test_conformance.py` runs the NumPy reference and the PyTorch side on random inputs in
+# four dtypes; `benchmarks/block.py` measures speed:
+
+# %% [markdown]
+#  The modules are meant to be used, so they should not be slow. `benchmarks/block.py` times
+# forward and forward+backward passes of our post-LN, pre-LN and parallel blocks against
+# `torch.nn.TransformerEncoderLayer` at $B = 8$, $L = 256$, $d_\text{model} = 512$ (8 heads,
+# $d_\text{ff} = 2048$, float32, CPU); the target is our post-LN block within $1.3\times$ of
+# PyTorch's. Run `./course bench block` to measure your machine. A smaller version here:
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+from course_lib.measure import best_time
+
+torch.manual_seed(0)
+c = BlockConfig(d_model=128, n_heads=4, d_ff=512)
+ours = TransformerBlock(c)
+theirs = torch.nn.TransformerEncoderLayer(128, 4, 512, dropout=0.0, batch_first=True)
+x = torch.randn(4, 64, 128, requires_grad=True)
+for name, m in (("ours (post-LN)", ours), ("torch TransformerEncoderLayer", theirs)):
+    best = best_time(lambda m=m: m(x).sum().backward(), repeats=5)
+    print(
+        f"{name:<30} forward+backward {1e3 * best:6.1f} ms  ({x.shape[0] * x.shape[1] / best:,.0f} tokens/s)"
+    )
+
+# %% [markdown]
+# Most of the time goes into the six matrix products of the projections and the feed-forward
+# network; we call the same BLAS kernels PyTorch does, so the two land close together.

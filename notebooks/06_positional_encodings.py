@@ -36,7 +36,8 @@
 #   than in training, on which kind of task, and why.
 #
 # **Assumes**: chapter 4 (attention, masks, multi-head attention); chapter 1's matrix views.
-# **Time**: about 75 minutes, plus the exercises.
+# **Core path**: about 50 minutes (sections marked core); the optional sections add about 25
+# minutes, the exercises about 40.
 #
 # The chapter follows the lecture slides {cite}`marlin2022transformers`, Strabel's notes on the
 # original Transformer (section 3) and on relative position embeddings (section 12)
@@ -56,6 +57,7 @@ import course_lib.attention.reference as ref_attn
 import course_lib.positions.accelerated as fast
 import course_lib.positions.reference as ref
 from course_lib import device_for, get_device, seed_everything
+from course_lib.checker import check_prediction
 from course_lib.plotting import PALETTE, heatmap, new_axes, use_style
 from course_lib.positions import exercises as check
 from course_lib.positions import experiment
@@ -77,7 +79,7 @@ np.set_printoptions(precision=3, suppress=True)
 # and `fast` their PyTorch twins (batched, any device, differentiable). `attn` and `ref_attn`
 # are chapter 4's attention functions; we never rewrite them, we feed them positions.
 #
-# ## 6.1 Why positions: attention does not see order
+# ## 6.1 Why positions: attention does not see order (core, 4 min)
 #
 # The lecture slides make the point in words {cite}`marlin2022transformers`: a Transformer block
 # treats its input as a *collection* of vectors. Take chapter 4's multi-head self-attention,
@@ -112,7 +114,7 @@ np.testing.assert_allclose(out_shuffled.mean(0), out.mean(0), atol=1e-12)  # ...
 # the attention logits** (relative encodings: a term that depends on the offset $j - i$ between
 # query $i$ and key $j$).
 #
-# ## 6.2 One-hot positions, concatenated or added
+# ## 6.2 One-hot positions, concatenated or added (core, 5 min)
 #
 # The lecture slides start with the simplest absolute encoding {cite}`marlin2022transformers`:
 # the one-hot vector $p(i) = e_i$ of position $i$, concatenated to the token vector,
@@ -154,7 +156,7 @@ np.testing.assert_allclose(lhs, rhs)
 # contains (learned, or a fixed formula) is the real design decision, and the next two sections
 # take the two options in turn.
 #
-# ## 6.3 The sinusoidal table
+# ## 6.3 The sinusoidal table (core, 8 min)
 #
 # The original Transformer uses a fixed table {cite}`vaswani2017attention` (Strabel's notes,
 # eq. 19):
@@ -255,7 +257,7 @@ plt.show()
 # right (drawn with its fastest bit first, to match) has the same structure with square waves. In
 # the middle panel the fast columns sit at the left of each half.
 #
-# ## 6.4 A shift of position is a rotation
+# ## 6.4 A shift of position is a rotation (core, 6 min)
 #
 # Why sines *and* cosines? Because together they make the encoding of $pos + k$ a fixed linear
 # function of the encoding of $pos$, the property May's notes state. By the
@@ -303,7 +305,7 @@ print("PE(m) . PE(n) for n - m = 0, 1, 2, 3:", sim[10, 10:14].round(3))
 # learn a bilinear form $x_m^\top A\, x_n$ whose value depends on the offset. Whether it does, and
 # whether that survives positions never seen in training, is a question for section 6.9.
 #
-# ## 6.5 Learned absolute embeddings
+# ## 6.5 Learned absolute embeddings (core, 3 min)
 #
 # GPT learns its table instead, $h_0 = U W_e + W_p$ with one row of $W_p$ per position
 # {cite}`radford2018improving` (Strabel's notes, eq. 21); the handwritten notes list this option
@@ -324,7 +326,7 @@ except ValueError as err:
 # with, and the extrapolation experiment of section 6.9 does exactly that: the rows past the
 # training length stay at their random initial values, and the results show what that is worth.
 #
-# ## 6.6 Relative positions: a change to the logits
+# ## 6.6 Relative positions: a change to the logits (core, 8 min)
 #
 # Relative encodings act inside attention. The handwritten notes list three ways to change the
 # comparison of query $i$ with key $j$ (section 2), each
@@ -417,7 +419,7 @@ theirs = torch.nn.functional.scaled_dot_product_attention(
 torch.testing.assert_close(ours, theirs)
 
 # %% [markdown]
-# ## 6.7 The Music Transformer's relative logits, and skewing
+# ## 6.7 The Music Transformer's relative logits, and skewing (optional, 12 min)
 #
 # Section 12 of the notes turns to relative attention as the Music Transformer computes it
 # {cite}`strabel2023transformers,huang2018music`: a table $E^r \in \mathbb{R}^{L \times d}$ with
@@ -539,7 +541,7 @@ np.testing.assert_allclose(
 )
 
 # %% [markdown]
-# ## 6.8 Rotary embeddings
+# ## 6.8 Rotary embeddings (core, 6 min)
 #
 # RoFormer, on the notes' list of papers still to cover, moves the rotation of section 6.4 from
 # the input to the queries and keys {cite}`su2021roformer`. Each pair of coordinates $(2i, 2i+1)$
@@ -584,7 +586,7 @@ torch.testing.assert_close(  # float32 on the PyTorch side: compared at float32 
 )
 
 # %% [markdown]
-# ## 6.9 Train short, test long
+# ## 6.9 Train short, test long (core, 8 min)
 #
 # Which of these encodings lets a model handle longer sequences than it was trained on? We
 # trained ten tiny causal Transformers (one block, $d = 32$, 4 heads, 600 steps of Adam, a few
@@ -690,7 +692,7 @@ plt.show()
 # what Press et al. report for language models {cite}`press2022train`: sinusoidal and rotary
 # positions degrade beyond the training length, ALiBi does not.
 #
-# ## 6.10 What the notes get wrong, and what they leave out
+# ## 6.10 What the notes get wrong, and what they leave out (core, 6 min)
 #
 # **The sinusoidal formula of May's notes** (section 1.4) {cite}`may2024transformer`. They print,
 # with $w_k = 1/10000^{2k/d}$,
@@ -791,7 +793,7 @@ np.testing.assert_allclose(w_offset, w_key_only, atol=1e-12)
 # Identical weights: without a mask, variant (iii) as written is a bias on the key's absolute
 # position, not on the distance.
 #
-# ## 6.11 Explore the sinusoidal and rotary encodings
+# ## 6.11 Explore the sinusoidal and rotary encodings (optional, 5 min)
 #
 # Choose the encoding, the width, the base of the frequencies (the paper's $10^4$, or smaller to
 # make every column oscillate) and the number of positions. Left: the encoding, one row per
@@ -945,6 +947,88 @@ check.skew_step(skew_logits, require=True)
 # ```
 
 # %% [markdown]
+# ```{exercise} Predict, then check: which scheme extrapolates?
+# :label: ex-positions-predict
+#
+# Before looking at section 6.9 again: on the "recent" task, trained at length 32, which of
+# `sinusoidal`, `learned`, `alibi` and `rotary` keeps the highest accuracy on sequences of
+# length 128? Write its name, then run the cell.
+# ```
+
+# %%
+prediction = None  # your prediction here, e.g. "learned"
+best_at_128 = max(
+    ("sinusoidal", "learned", "alibi", "rotary"),
+    key=lambda sc: recorded["runs"][f"recent/{sc}"]["summary"]["128"],
+)
+check_prediction(prediction, best_at_128, what="the best scheme at length 128")
+
+# %% [markdown] tags=["solution"]
+# ```{solution-start} ex-positions-predict
+# :class: dropdown
+# ```
+
+# %% tags=["solution"]
+prediction = "alibi"  # its bias depends only on the distance, the same at every length
+assert check_prediction(prediction, best_at_128, what="the best scheme at length 128").passed
+
+# %% [markdown] tags=["solution"]
+# ```{solution-end}
+# ```
+
+# %% [markdown]
+# ```{exercise} Added or concatenated?
+# :label: ex-positions-concept
+#
+# The slides concatenate a one-hot position to each token; the original Transformer adds a
+# position vector. Section 6.2 shows that the first layer cannot tell the two apart. What does
+# adding cost, and why do models add anyway?
+# ```
+
+# %% [markdown] tags=["solution"]
+# ```{solution-start} ex-positions-concept
+# :class: dropdown
+# ```
+#
+# Adding shares the $d$ dimensions between content and position, so the two can interfere;
+# concatenating keeps them apart but makes every vector, and every weight matrix that reads it,
+# wider by the number of positions (or by the width of the position code). In a high-dimensional
+# space the network can learn to keep the two nearly orthogonal, and adding keeps the residual
+# stream at width $d$ through the whole stack, so every model since the original adds (or, with
+# relative schemes, moves positions into attention altogether).
+#
+# ```{solution-end}
+# ```
+
+# %% [markdown]
+# ```{exercise} Stretch: rotary scores depend only on the offset
+# :label: ex-positions-stretch
+#
+# Show numerically that for rotary embeddings the score between a query at position $m$ and a
+# key at position $n$ depends only on $m - n$: rotate the same $q$ and $k$ to positions
+# $(m, n) = (7, 3)$ and $(104, 100)$ and compare the dot products. Then prove it in two lines.
+# ```
+
+# %% [markdown] tags=["solution"]
+# ```{solution-start} ex-positions-stretch
+# :class: dropdown
+# ```
+
+# %% tags=["solution"]
+qr, kr = rng.standard_normal((2, 1, 16))  # (1, d) each
+near = ref.rotary_embedding(qr, positions=[7]) @ ref.rotary_embedding(kr, positions=[3]).T
+far = ref.rotary_embedding(qr, positions=[104]) @ ref.rotary_embedding(kr, positions=[100]).T
+np.testing.assert_allclose(near, far, atol=1e-12)
+
+# %% [markdown] tags=["solution"]
+# ```{solution-end}
+# ```
+#
+# Each pair of coordinates is rotated by the angle $m\theta_i$: $R(m\theta)q \cdot R(n\theta)k =
+# q^\top R(m\theta)^\top R(n\theta) k = q^\top R((n - m)\theta) k$, since rotations compose by
+# adding angles and $R(a)^\top = R(-a)$. Only $n - m$ remains.
+
+# %% [markdown]
 # ## Summary
 #
 # - Self-attention is permutation-equivariant: without positions, order is invisible.
@@ -1011,3 +1095,12 @@ check.skew_step(skew_logits, require=True)
 #   {cite}`su2021roformer`.
 #
 # The full bibliography of the course is on the [References](../book/references.md) page.
+#
+# ## How this chapter is tested
+#
+# `tests/test_positions.py` checks every encoding against hand-derived values and an
+# independent loop, skewing against the naive gather, the shipped models against their recorded
+# evaluation, and retrains one model (comparing losses, accuracies and predictions, never
+# weights, also under another CPU's kernels); `tests/test_conformance.py` runs the NumPy
+# reference and the PyTorch side on random inputs in four dtypes; `benchmarks/positions.py`
+# measures skewing against the naive gather (the table in the closing note above).

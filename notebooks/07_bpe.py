@@ -45,7 +45,7 @@ import matplotlib.pyplot as plt
 
 from course_lib import seed_everything
 from course_lib.bpe import exercises as check
-from course_lib.bpe import reference, toy
+from course_lib.bpe import readable, toy
 from course_lib.bpe.alternatives import compare_subword_methods
 from course_lib.bpe.analysis import compression_curve
 from course_lib.bpe.corpus import sample, shakespeare_text
@@ -179,19 +179,19 @@ def train(word_counts: dict[bytes, int], num_merges: int) -> list[tuple[bytes, b
             break
         best = max(pairs, key=lambda p: (pairs[p], p))  # most frequent; ties: greatest bytes
         merges.append(best)
-        words = {reference.merge_word(w, best, best[0] + best[1]): c for w, c in words.items()}
+        words = {readable.merge_word(w, best, best[0] + best[1]): c for w, c in words.items()}
     return merges
 
 
 small = sample(130_000)  # the first 130 KB of the corpus
 counts = count_words([small])  # pre-tokens (GPT-2's pattern) and how often each occurs
 ours = train(counts, 60)
-assert ours == reference.train_bpe_reference(counts, 60) == train_bpe_words(counts, 60)
+assert ours == readable.train_bpe_reference(counts, 60) == train_bpe_words(counts, 60)
 print([(a + b).decode() for a, b in ours[:20]])
 
 # %% [markdown]
 # The first merges are what one would guess for English: a space before "t" (" the", " to",
-# " thou"), "he", "ou", " a", " s". The same function is `course_lib.bpe.reference`, and the
+# " thou"), "he", "ou", " a", " s". The same function is `course_lib.bpe.readable`, and the
 # fast trainer `course_lib.bpe.train` gives the same merges: instead of recounting every pair at
 # every step, it keeps the counts and updates only the words that contain the merged pair,
 # with an index from each pair to its words (property tests check that the two agree on every
@@ -413,7 +413,7 @@ check.encode_word(encode_word)
 def encode_word(word, merges):
     parts = [word[i : i + 1] for i in range(len(word))]
     for a, b in merges:  # in the order learned: training saw them in this order
-        parts = list(reference.merge_word(tuple(parts), (a, b), a + b))
+        parts = list(readable.merge_word(tuple(parts), (a, b), a + b))
     return parts
 
 

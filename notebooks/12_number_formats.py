@@ -34,8 +34,9 @@
 # - quantise a weight matrix to int8 and to NF4 with per-block scales, and measure the error and
 #   the memory per parameter.
 #
-# **Assumes**: chapter 1 (matrix products), binary numbers, and what a gradient is. Chapter 2's
-# softmax appears once. **Time**: about 75 minutes, plus the exercises.
+# **Assumes**: chapters 1 and 2 only (it can be read right after chapter 2), binary numbers,
+# and what a gradient is. **Core path**: about 50 minutes (sections marked core); the optional
+# sections add about 30 minutes, the exercises about 40.
 #
 # The chapter follows section 15 of the lecture notes {cite}`strabel2023transformers` (the
 # binary32 layout and its worked example) and their bfloat16 figure (figure 13, in section 11),
@@ -52,6 +53,7 @@ import torch
 import course_lib.number_formats.accelerated as fast
 import course_lib.number_formats.reference as ref
 from course_lib import get_device, seed_everything
+from course_lib.checker import check_prediction
 from course_lib.number_formats import exercises as check
 from course_lib.number_formats.formats import FORMAT_NAMES, format_table, get_format
 from course_lib.plotting import PALETTE, new_axes, use_style
@@ -66,7 +68,7 @@ np.set_printoptions(precision=6, suppress=False)
 # operations on the fields; `fast` holds the PyTorch twins, which use PyTorch's own dtypes. Both
 # have the same functions under the same names. `get_format(name)` describes a format.
 #
-# ## 12.1 The binary32 layout
+# ## 12.1 The binary32 layout (core, 6 min)
 #
 # A float32 (IEEE 754 *binary32*) number is 32 bits: a **sign** bit $b_{31}$, an 8-bit **biased
 # exponent** $E = (b_{30} \dots b_{23})_2$ and a 23-bit **fraction** $b_{22} \dots b_0$. When
@@ -124,7 +126,7 @@ print("0x3E200000 is 0.15625 for the reference, NumPy and PyTorch")
 assert ref.decode(124 << 23 | 1 << 22, "float32") == 0.1875
 
 # %% [markdown]
-# ## 12.2 Zeros, subnormal numbers, infinities and NaNs
+# ## 12.2 Zeros, subnormal numbers, infinities and NaNs (core, 5 min)
 #
 # Eq. (12.1) covers only $1 \le E \le 254$. The two remaining exponent values are reserved
 # {cite}`ieee2019754`:
@@ -175,7 +177,7 @@ print("NaN == NaN:", bool(nan == nan))
 assert 0.0 == -0.0 and not nan == nan
 
 # %% [markdown]
-# ## 12.3 Five formats
+# ## 12.3 Five formats (core, 8 min)
 #
 # The notes show bfloat16 only as a figure (figure 13); here are the five formats a transformer
 # meets, all with the same structure and different widths:
@@ -278,7 +280,7 @@ assert nan_fp8 == np.flatnonzero(np.isnan(all_fp8.view(ml_dtypes.float8_e4m3fn))
 print("E4M3FN NaN patterns:", [hex(b) for b in nan_fp8])
 
 # %% [markdown]
-# ## 12.4 How far apart are neighbouring numbers?
+# ## 12.4 How far apart are neighbouring numbers? (core, 5 min)
 #
 # Within one binade $[2^k, 2^{k+1})$ a format has $2^M$ evenly spaced numbers, $2^{k-M}$ apart;
 # the spacing doubles at every power of two. The *relative* spacing therefore stays between
@@ -313,7 +315,7 @@ plt.show()
 # float32's whole range with 8 significant bits; float16 has three bits more (11) but covers only
 # $6 \times 10^{-8}$ to $65504$.
 #
-# ## 12.5 Play with the bits
+# ## 12.5 Play with the bits (optional, 5 min)
 #
 # The **bit editor** shows a pattern with its fields coloured (sign, exponent, fraction). Click a
 # bit to flip it; the formula updates, and the table below shows the same value stored in every
@@ -334,7 +336,7 @@ value_box("0.1")
 # flip one fraction bit (NaN); type `65520` (float16 and both fp8 formats overflow, differently),
 # `1e-7` (float16 keeps it only as a subnormal, with a large relative error), `448` and `464`.
 #
-# ## 12.6 Rounding
+# ## 12.6 Rounding (core, 10 min)
 #
 # ### Round to nearest, ties to even
 #
@@ -513,7 +515,7 @@ plt.show()
 # updates to it {cite}`micikevicius2018mixed`; stochastic rounding is the alternative when the
 # weights themselves live in low precision {cite}`gupta2015deep`.
 #
-# ## 12.7 Consequences for transformers
+# ## 12.7 Consequences for transformers (optional, 15 min)
 #
 # ### Long sums
 #
@@ -757,7 +759,7 @@ print(f"relative difference from the float32 forward pass: below {math.ceil(rel_
 # relative difference from the float32 result is below one percent, and the gradients arrive in
 # float32, ready for a float32 optimizer step.
 #
-# ## 12.8 Quantisation: int8 and NF4
+# ## 12.8 Quantisation: int8 and NF4 (core, 12 min)
 #
 # Storing weights in fewer bits than any float format needs a different idea: keep a small
 # integer **code** per weight and one floating-point **scale** per group of weights.
@@ -985,27 +987,9 @@ plt.show()
 # weights in a narrow, known range, evenly spaced levels use the bits better than an exponent
 # does. Chapter 13 fine-tunes a frozen NF4 model (with double quantisation) through LoRA
 # adapters: QLoRA.
-#
-# ## 12.9 Checking the library, and bad input
-#
-# Both sides agree on every pattern of the small formats (section 12.3) and on a million
-# conversions (section 12.6); `tests/test_conformance.py` compares every function on random
-# inputs for several dtypes, most of them bit for bit. Bad input gets a message, not a stack trace
-# from deep inside NumPy:
-
-# %%
-for call in (
-    lambda: ref.decode(0x10000, "float16"),
-    lambda: ref.encode(1.0, "fp8"),
-    lambda: fast.absmax_quantize(torch.tensor([1.0, float("nan")])),
-):
-    try:
-        call()
-    except (TypeError, ValueError) as err:
-        print(f"{type(err).__name__}: {err}")
 
 # %% [markdown]
-# ## 12.10 What the notes get right, and what they leave out
+# ## 12.9 What the notes get right, and what they leave out (core, 4 min)
 #
 # Section 15 of the notes states eq. (12.1) correctly and computes the example right, including
 # the range $\{1, \dots, 254\}$ of the biased exponent. What they leave out changes results:
@@ -1173,6 +1157,87 @@ check.absmax_int8(absmax_int8, require=True)
 # ```
 
 # %% [markdown]
+# ```{exercise} Predict, then check: one plus a little in bfloat16
+# :label: ex-formats-predict
+#
+# What is $1 + 2^{-8}$ when the result is rounded to bfloat16? And $1 + 3 \cdot 2^{-9}$? Write the
+# two values as a pair of floats, then run the cell.
+# ```
+
+# %%
+prediction = None  # your prediction here: (first, second)
+actual = tuple(float(ref.round_to_format(v, "bfloat16")) for v in (1 + 2**-8, 1 + 3 * 2**-9))
+check_prediction(prediction, actual, what="the two bfloat16 values", rtol=0)
+
+# %% [markdown] tags=["solution"]
+# ```{solution-start} ex-formats-predict
+# :class: dropdown
+# ```
+
+# %% tags=["solution"]
+prediction = (1.0, 1.0078125)  # 2^-8 is half of bfloat16's step 2^-7 at 1: a tie, to even (1);
+# 1.5 steps is nearer to one step than to two: 1 + 2^-7
+assert check_prediction(prediction, actual, what="the two bfloat16 values", rtol=0).passed
+
+# %% [markdown] tags=["solution"]
+# ```{solution-end}
+# ```
+
+# %% [markdown]
+# ```{exercise} Why keep float32's exponent?
+# :label: ex-formats-concept
+#
+# bfloat16 and float16 both use 16 bits. bfloat16 gives 3 fraction bits to the exponent.
+# Why is that the better trade for *training* networks, and what does it cost?
+# ```
+
+# %% [markdown] tags=["solution"]
+# ```{solution-start} ex-formats-concept
+# :class: dropdown
+# ```
+#
+# With float32's 8 exponent bits, bfloat16 covers float32's whole range (about $10^{-38}$ to
+# $3 \times 10^{38}$): small gradients do not underflow to zero and large activations do not
+# overflow, so training needs no loss scaling (section 12.7) and converting from float32 is a
+# rounding of the fraction only. The cost is precision: 8 significant bits instead of 11, a
+# relative step of $2^{-8}$, so long sums must be accumulated in float32.
+#
+# ```{solution-end}
+# ```
+
+# %% [markdown]
+# ```{exercise} Stretch: stochastic rounding removes the bias of a long sum
+# :label: ex-formats-stretch
+#
+# Add 0.01 to itself 1,000 times, rounding every partial sum to bfloat16 (a) to nearest and
+# (b) stochastically (`ref.stochastic_round` with uniform numbers from a seeded generator). The
+# exact sum is 10. Explain the result of (a), and show that (b) is right on average.
+# ```
+
+# %% [markdown] tags=["solution"]
+# ```{solution-start} ex-formats-stretch
+# :class: dropdown
+# ```
+
+# %% tags=["solution"]
+gen_sr = np.random.default_rng(7)
+nearest, stochastic = 0.0, 0.0
+for _ in range(1_000):
+    nearest = float(ref.round_to_format(nearest + 0.01, "bfloat16"))
+    stochastic = float(ref.stochastic_round(stochastic + 0.01, "bfloat16", gen_sr.random()))
+print(f"round to nearest: {nearest:.4f}   stochastic: {stochastic:.4f}   exact: 10")
+assert nearest < 5 and abs(stochastic - 10) < 0.5
+
+# %% [markdown] tags=["solution"]
+# ```{solution-end}
+# ```
+#
+# Rounded to nearest, the sum stops growing once 0.01 is less than half a step of bfloat16 at
+# the current value (from 4 on, the step is $2^{-5} = 0.03125$): every addition rounds back
+# down. Stochastic rounding rounds up with probability proportional to the remainder, so each
+# rounding is right on average and the expected sum stays 10.
+
+# %% [markdown]
 # ## Summary
 #
 # - A binary float is $(-1)^s\, 2^{e - \text{bias}}\, (1.f)_2$ for normal numbers (eq. 12.1); the
@@ -1215,3 +1280,29 @@ check.absmax_int8(absmax_int8, require=True)
 #   {cite}`dettmers2023qlora`.
 #
 # The full bibliography of the course is on the [References](../book/references.md) page.
+#
+# ## How this chapter is tested
+#
+# `tests/test_number_formats.py` decodes every pattern of float16, bfloat16 and both fp8
+# formats and compares them with ml_dtypes and PyTorch, checks rounding on a million random
+# values and every tie, quantises 16-bit weights against a float64 computation, and checks
+# NF4 against bitsandbytes (packed codes, scales and values); `tests/test_conformance.py`
+# compares the NumPy reference and PyTorch on random inputs in four dtypes, most bit for bit;
+# `benchmarks/number_formats.py` times decoding and quantisation.
+
+# %% [markdown]
+# Both sides agree on every pattern of the small formats (section 12.3) and on a million
+# conversions (section 12.6); `tests/test_conformance.py` compares every function on random
+# inputs for several dtypes, most of them bit for bit. Bad input gets a message, not a stack trace
+# from deep inside NumPy:
+
+# %%
+for call in (
+    lambda: ref.decode(0x10000, "float16"),
+    lambda: ref.encode(1.0, "fp8"),
+    lambda: fast.absmax_quantize(torch.tensor([1.0, float("nan")])),
+):
+    try:
+        call()
+    except (TypeError, ValueError) as err:
+        print(f"{type(err).__name__}: {err}")

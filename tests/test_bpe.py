@@ -12,7 +12,7 @@ from course_lib.bpe.alternatives import hf_tokenizer
 from course_lib.bpe.analysis import compression_curve, token_spans, tokenizer_from_merges
 from course_lib.bpe.corpus import sample, shakespeare_text
 from course_lib.bpe.gpt2_files import ENDOFTEXT, load_gpt2, load_tiktoken
-from course_lib.bpe.reference import merge_word, train_bpe_reference
+from course_lib.bpe.readable import merge_word, train_bpe_reference
 from course_lib.bpe.tokenizer import Tokenizer, bytes_to_unicode, unicode_to_bytes
 from course_lib.bpe.toy import TOY_VOCAB, trace
 from course_lib.bpe.train import count_words, train_bpe, train_bpe_words

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable
 
-from course_lib.bpe.reference import merge_word
+from course_lib.bpe.readable import merge_word
 from course_lib.bpe.tokenizer import Tokenizer
 from course_lib.checker import Outcome, call, check_cases
 

@@ -1,6 +1,6 @@
 """A fast byte-level BPE trainer: incremental pair counts, buckets for the maximum.
 
-The readable trainer (:mod:`course_lib.bpe.reference`) recounts every pair of every word at each
+The readable trainer (:mod:`course_lib.bpe.readable`) recounts every pair of every word at each
 step. Here the counts are kept between steps: a merge of the pair (A, B) changes only the words
 that contain it, so only the pairs of those words are updated, through an index from each pair
 to the words that contain it. The most frequent pair is found in buckets of pairs by count; the
