@@ -18,8 +18,8 @@ FileNotFoundError: course data file no_such_file.txt is missing from ...
 
 from __future__ import annotations
 
+import importlib.util
 import os
-from importlib.resources import files
 from pathlib import Path
 
 __all__ = ["cache_dir", "data_dir", "data_path", "repo_root"]
@@ -38,7 +38,10 @@ def data_dir() -> Path:
     root = repo_root()
     if root is not None:
         return root / "data"
-    return Path(str(files("course_lib._data")))
+    spec = importlib.util.find_spec("course_lib._data")  # a namespace package: the data folder
+    if spec is None or not spec.submodule_search_locations:
+        raise FileNotFoundError("course_lib was installed without its data (course_lib._data)")
+    return Path(next(iter(spec.submodule_search_locations)))
 
 
 def data_path(*parts: str, must_exist: bool = True) -> Path:
