@@ -2,7 +2,8 @@
 
 Plain Python, written for speed (there is no array maths to mirror in NumPy and PyTorch):
 
-* :mod:`~course_lib.text_metrics.tokenizers`: the ``none``, ``13a``, ``char`` and ``rouge`` tokenizers;
+* :mod:`~course_lib.text_metrics.tokenizers`: the ``none``, ``13a``, ``char``, ``rouge`` and ``intl``
+  tokenizers;
 * :mod:`~course_lib.text_metrics.ngrams`: n-gram sets and substring counts, eqs. (5)-(6);
 * :mod:`~course_lib.text_metrics.bleu`: modified precision, brevity penalty and BLEU, eqs. (7)-(11);
 * :mod:`~course_lib.text_metrics.stats`: BLEU's counts (eqs. 7, 9, 10) for whole corpora, fast;
@@ -28,6 +29,7 @@ from course_lib.text_metrics.bleu import (
 )
 from course_lib.text_metrics.chrf import ChrfResult, corpus_chrf, sentence_chrf
 from course_lib.text_metrics.lcs import (
+    LCS_VARIANTS,
     corpus_rouge_l,
     lcs_indices,
     lcs_length,
@@ -51,6 +53,7 @@ from course_lib.text_metrics.rouge import (
 from course_lib.text_metrics.tokenizers import TOKENIZERS, tokenize, tokenize_many
 
 __all__ = [
+    "LCS_VARIANTS",
     "MEASURES",
     "ROUGE_VARIANTS",
     "SMOOTHING",

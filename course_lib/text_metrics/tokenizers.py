@@ -1,14 +1,18 @@
-"""Tokenizers for the text metrics (Chapter 3): ``none``, ``13a``, ``char`` and ``rouge``.
+"""Tokenizers for the text metrics (Chapter 3): ``none``, ``13a``, ``char``, ``rouge``, ``intl``.
 
 BLEU and ROUGE count n-grams of *tokens*, so the score depends on how a sentence is cut into
-tokens. The four tokenizers here reproduce established ones exactly:
+tokens. The five tokenizers here reproduce established ones exactly:
 
 * ``none``: split on whitespace (sacrebleu's ``tokenize="none"``);
 * ``13a``: the tokenizer of the WMT script ``mteval-v13a.pl``, sacrebleu's default, which
   splits off punctuation (but keeps ``3.5`` and ``1,000`` together);
 * ``char``: every non-whitespace character is a token (sacrebleu's ``tokenize="char"``);
 * ``rouge``: lowercase, anything that is not ``a-z0-9`` separates tokens (the default tokenizer
-  of Google's ``rouge-score`` package, without stemming).
+  of Google's ``rouge-score`` package, without stemming);
+* ``intl``: the international tokenizer of ``mteval-v14.pl`` (sacrebleu's ``tokenize="intl"``):
+  splits off every Unicode punctuation mark (category P) unless it sits between digits, and every
+  symbol (category S). Like the Perl script, it keeps a period after a number at the very end of
+  a line ("in 1995." stays one token), which 13a splits.
 
 :func:`tokenize_many` tokenizes a whole corpus at once and is what the corpus metrics use: for
 ``13a`` it runs each regular expression once over the joined corpus instead of once per line.
@@ -23,19 +27,22 @@ tokens. The four tokenizers here reproduce established ones exactly:
 ['a', 'c', 'a', 't']
 >>> tokenize("The Cat's mat!", "rouge")
 ['the', 'cat', 's', 'mat']
+>>> tokenize("«Bonjour», 3,5 €. In 1995.", "intl")
+['«', 'Bonjour', '»', ',', '3,5', '€', '.', 'In', '1995.']
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from functools import cache
 
 from course_lib.checks import check_choice
 
 __all__ = ["TOKENIZERS", "tokenize", "tokenize_many"]
 
 #: The tokenizer names accepted by every function of the chapter.
-TOKENIZERS = ("none", "13a", "char", "rouge")
+TOKENIZERS = ("none", "13a", "char", "rouge", "intl")
 
 # mteval-v13a, as sacrebleu 2.x writes it (sacrebleu/tokenizers/tokenizer_re.py).
 _PUNCT = re.compile(r"([\{-\~\[-\` -\&\(-\+\:-\@\/])")  # each such character becomes ' c '
@@ -88,7 +95,7 @@ def tokenize(text: str, method: str = "13a", *, lowercase: bool = False) -> list
     >>> tokenize("Hi", "bpe")
     Traceback (most recent call last):
     ...
-    ValueError: method must be one of 'none', '13a', 'char', 'rouge'; got 'bpe'
+    ValueError: method must be one of 'none', '13a', 'char', 'rouge', 'intl'; got 'bpe'
     """
     return tokenize_many([_check_text(text, "text")], method, lowercase=lowercase)[0]
 
@@ -119,6 +126,8 @@ def tokenize_many(
         return [list("".join(line.split())) for line in lines]
     if method == "rouge":
         return [_ROUGE_SPLIT.sub(" ", line).split() for line in lines]
+    if method == "intl":
+        return _tokenize_intl([line.rstrip() for line in lines])
     # 13a. Lines are joined by "\n" and padded with a space on each side, exactly as sacrebleu
     # pads each line, so no expression can match across a line boundary (every match is at most
     # two characters long and neither side of a boundary is a period, comma, digit or dash).
@@ -139,3 +148,35 @@ def _unescape_13a_joined(text: str) -> str:
         text = text.replace("&quot;", '"').replace("&amp;", "&")
         text = text.replace("&lt;", "<").replace("&gt;", ">")
     return text
+
+
+@cache
+def _intl_rules(joined: bool) -> tuple:
+    """mteval-v14's three substitutions, applied in this order (the ``regex`` module knows the
+    Unicode categories: ``\\p{P}`` punctuation, ``\\p{S}`` symbols, ``\\P{N}`` anything but a
+    number). With ``joined``, no match may contain the newline that separates two lines, so the
+    substitutions over the joined corpus find exactly the matches they find line by line."""
+    import regex  # only this tokenizer needs it (Unicode categories)
+
+    not_number = r"[^\p{N}\n]" if joined else r"\P{N}"
+    return (
+        (regex.compile(rf"({not_number})(\p{{P}})"), r"\1 \2 "),  # punctuation after a non-digit
+        (regex.compile(rf"(\p{{P}})({not_number})"), r" \1 \2"),  # punctuation before a non-digit
+        (regex.compile(r"(\p{S})"), r" \1 "),  # every symbol
+    )
+
+
+def _tokenize_intl(lines: list[str]) -> list[list[str]]:
+    """``intl`` on right-stripped lines: one pass of each rule over the corpus joined by newlines
+    (a line with a newline of its own is tokenized on its own, as sacrebleu does)."""
+    if any("\n" in line for line in lines):
+        out = []
+        for line in lines:
+            for pattern, repl in _intl_rules(False):
+                line = pattern.sub(repl, line)
+            out.append(line.split())
+        return out
+    text = "\n".join(lines)
+    for pattern, repl in _intl_rules(True):
+        text = pattern.sub(repl, text)
+    return [part.split() for part in text.split("\n")]
