@@ -386,8 +386,9 @@ for name, x32 in (("random", random32), ("ties", all_ties)):
 # the half-way point 65520 up becomes infinity (65520 itself is a tie, and the even side is the
 # infinite one). E4M3FN has no infinity: the OCP specification lets a conversion either produce
 # NaN or **saturate** to the largest value, 448 {cite}`micikevicius2022fp8`. Libraries differ:
-# ml_dtypes gives NaN, PyTorch's cast saturates (even infinity becomes 448). The reference does
-# either, chosen by `saturate`.
+# ml_dtypes gives NaN; PyTorch 2.13, the version the course pins, saturates its cast (even
+# infinity becomes 448), where PyTorch 2.11 still gave NaN. The reference does either, chosen by
+# `saturate`.
 
 # %%
 print("float16:", ref.round_to_format([65504.0, 65519.0, 65520.0], "float16"))

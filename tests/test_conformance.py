@@ -49,12 +49,15 @@ def test_reference_and_pytorch_agree(spec, dtype):
         t_args, t_kwargs, r_args, r_kwargs = prepare(spec, case, dtype, DEVICE)
         expected = ref_fn(*r_args, **r_kwargs)
         got = acc_fn(*t_args, **t_kwargs)
+        # a function without tensor inputs (a constant table such as nf4_codebook) has no
+        # device to follow; one with tensor inputs must keep them where they are
+        has_tensors = any(isinstance(a, torch.Tensor) for a in (*t_args, *t_kwargs.values()))
         for out in got if isinstance(got, tuple) else (got,):
             if isinstance(out, torch.Tensor) and out.is_floating_point():
                 assert out.dtype == spec.output_dtype(dtype), (
                     f"{spec.key} returned {out.dtype} for {dtype} inputs"
                 )
-                assert out.device.type == DEVICE.type, (
+                assert not has_tensors or out.device.type == DEVICE.type, (
                     f"{spec.key} moved the result to {out.device}"
                 )
         assert_agree(expected, got, rtol, atol, f"{spec.key} [{dtype}]")

@@ -3,6 +3,7 @@ rounding, sums, quantisation, the NF4 code book, bad input, widgets and exercise
 
 from __future__ import annotations
 
+import importlib.metadata
 import math
 
 import bitsandbytes.functional as bnb
@@ -24,6 +25,8 @@ from course_lib.number_formats.widget import (
     value_box,
     value_rows,
 )
+
+PINNED_BNB = importlib.metadata.version("bitsandbytes") == "0.50.2"
 
 ML = {
     "float32": np.float32,
@@ -301,12 +304,16 @@ def test_overflow_underflow_and_saturation():
     assert e4[0] == 448 and np.isnan(e4[1:]).all()
     sat = ref.round_to_format([465.0, np.inf, -1e9, np.nan], "float8_e4m3fn", saturate=True)
     assert list(sat[:3]) == [448, 448, -448] and np.isnan(sat[3])
-    # PyTorch's cast saturates; with saturate=True we agree with it everywhere
+    # PyTorch 2.13 (the pinned version) saturates its cast, PyTorch 2.11 gave NaN: we agree with
+    # whichever this PyTorch does, in the matching mode, and the pinned one must saturate
     x = torch.tensor([465.0, 1e9, math.inf, -math.inf])
+    theirs = x.to(torch.float8_e4m3fn).double().numpy()
+    saturates = not np.isnan(theirs[0])
     np.testing.assert_array_equal(
-        ref.round_to_format(x.numpy(), "float8_e4m3fn", True),
-        x.to(torch.float8_e4m3fn).double().numpy(),
+        ref.round_to_format(x.numpy(), "float8_e4m3fn", saturates), theirs
     )
+    if torch.__version__.startswith("2.13."):
+        assert saturates
     assert ref.round_to_format(3.39e38, "bfloat16") == 2.0**127 * (2 - 2.0**-7)  # below the tie
     assert ref.round_to_format(3.4e38, "bfloat16") == np.inf
     assert ref.round_to_format(65504.0 * 4, "float8_e5m2") == np.inf
@@ -742,7 +749,27 @@ def test_nf4_equals_bitsandbytes_codes_and_values(dtype):
     assert torch.equal(absmax, state.absmax)
     theirs = bnb.dequantize_4bit(packed, state)  # in W's dtype
     ours = fast.nf4_dequantize(codes, absmax, block_size=64)  # in float32, absmax's dtype
-    assert torch.equal(ours.to(theirs.dtype), theirs)
+    if dtype == torch.float32 or PINNED_BNB and torch.__version__[:5] == "2.13.":
+        assert torch.equal(ours.to(theirs.dtype), theirs)  # the pinned versions: bit for bit
+    else:  # other builds may multiply in the 16-bit type: one rounding more, one ulp at most
+        ulp = torch.finfo(dtype).eps * ours.abs()
+        assert bool(((theirs.float() - ours).abs() <= ulp).all())
+    torch.testing.assert_close(theirs.float(), ours, rtol=2**-7, atol=0)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="bitsandbytes' CUDA kernels need a GPU")
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16], ids=str)
+def test_nf4_equals_bitsandbytes_on_cuda(dtype):
+    """On a GPU, bitsandbytes' CUDA kernels and the chapter's PyTorch code (run on the GPU)
+    choose the same codes and the same absmax."""
+    W = _weights(dtype).view(257, 64).cuda()
+    packed, state = bnb.quantize_4bit(W, blocksize=64, quant_type="nf4", compress_statistics=False)
+    codes, absmax = fast.nf4_quantize(W, block_size=64)
+    assert codes.device.type == "cuda"
+    assert torch.equal(fast.pack_4bit(codes).reshape(-1), packed.reshape(-1))
+    assert torch.equal(absmax, state.absmax)
+    theirs = bnb.dequantize_4bit(packed, state)
+    ours = fast.nf4_dequantize(codes, absmax, block_size=64)
     torch.testing.assert_close(theirs.float(), ours, rtol=2**-7, atol=0)
 
 
