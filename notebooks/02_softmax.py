@@ -37,7 +37,7 @@
 #   FlashAttention (chapter 11) is built on.
 #
 # **Assumes**: chapter 1, NumPy, and derivatives of $e^x$ and $\log x$.
-# **Core path**: about 45 minutes (sections marked core); the optional sections add about 20
+# **Core path**: about 40 minutes (sections marked core); the optional sections add about 20
 # minutes, the exercises about 40.
 #
 # The chapter follows section 1.2 of the lecture notes {cite}`strabel2023transformers`

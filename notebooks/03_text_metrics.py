@@ -37,7 +37,7 @@
 #
 # **Assumes**: Python (lists, dictionaries, `collections.Counter`), logarithms. No earlier
 # chapter is needed; nothing later depends on it (a side track). **Core path**: about 45 minutes
-# (sections marked core); the optional sections add about 25 minutes, the exercises about 40.
+# (sections marked core); the optional sections add about 20 minutes, the exercises about 40.
 #
 # The chapter follows section 1.3 of the lecture notes {cite}`strabel2023transformers`,
 # definitions 1.2–1.7 and equations (5)–(12), then goes on to practice.

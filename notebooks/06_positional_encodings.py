@@ -36,7 +36,7 @@
 #   than in training, on which kind of task, and why.
 #
 # **Assumes**: chapter 4 (attention, masks, multi-head attention); chapter 1's matrix views.
-# **Core path**: about 50 minutes (sections marked core); the optional sections add about 25
+# **Core path**: about 55 minutes (sections marked core); the optional sections add about 15
 # minutes, the exercises about 40.
 #
 # The chapter follows the lecture slides {cite}`marlin2022transformers`, Strabel's notes on the

@@ -32,7 +32,7 @@
 # - explain how WordPiece and the Unigram model differ from BPE.
 #
 # **Assumes**: Python (dicts, bytes and str, regular expressions). No earlier chapter is needed.
-# **Core path**: about 45 minutes; the optional sections add about 20 minutes.
+# **Core path**: about 45 minutes; the optional sections add about 10 minutes.
 #
 # The chapter follows section 14 of Strabel's notes {cite}`strabel2023transformers` (Listing 1,
 # after Sennrich et al. {cite}`sennrich2016neural`) and section 1.5 of May's notes

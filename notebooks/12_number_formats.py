@@ -36,7 +36,7 @@
 #
 # **Assumes**: chapters 1 and 2 only (it can be read right after chapter 2), binary numbers,
 # and what a gradient is. **Core path**: about 50 minutes (sections marked core); the optional
-# sections add about 30 minutes, the exercises about 40.
+# sections add about 20 minutes, the exercises about 40.
 #
 # The chapter follows section 15 of the lecture notes {cite}`strabel2023transformers` (the
 # binary32 layout and its worked example) and their bfloat16 figure (figure 13, in section 11),

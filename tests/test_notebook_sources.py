@@ -100,3 +100,53 @@ def test_float64_tensors_never_go_to_the_chosen_device(src):
         if FLOAT64_ON_DEVICE.search(line)
     ]
     assert not bad, "float64 on the chosen device:\n" + "\n".join(bad)
+
+
+def readme_status() -> dict[str, str]:
+    """The README chapter map's status of each notebook (ready, draft or planned)."""
+    rows = re.findall(
+        r"^\| \d+ \| [^|]+\| \[?`(\d\d_\w+)`[^|]*\| (\w+) \|$", README.read_text(), re.M
+    )
+    return dict(rows)
+
+
+README = ROOT / "README.md"
+READY = [src for src in SOURCES if readme_status().get(src.stem) == "ready"]
+SECTION = re.compile(r"^# ## (\d+)\.(\d+) (.*)$", re.M)
+MINUTES = re.compile(r"\((core|optional), (\d+) min\)$")
+
+
+def test_the_chapter_map_marks_chapters_ready():
+    assert len(READY) >= 8, f"the README's chapter map parsed wrongly: {readme_status()}"
+
+
+@pytest.mark.parametrize("src", READY, ids=lambda p: p.stem)
+def test_ready_chapter_follows_the_pattern(src):
+    """README, 'The chapter pattern': minutes on every numbered section, a core path that adds
+    up, exercises of four kinds, the testing appendix last, and no TODO left."""
+    text = src.read_text()
+    assert "TODO" not in text, "a ready chapter has no TODO left"
+    sections = SECTION.findall(text)
+    assert sections, "no numbered sections"
+    minutes = {"core": 0, "optional": 0}
+    for number, sub, title in sections:
+        assert int(number) == int(src.stem[:2]), f"section {number}.{sub} in chapter {src.stem}"
+        kind = MINUTES.search(title)
+        assert kind, (
+            f"section {number}.{sub} '{title}' does not say (core, N min) or (optional, N min)"
+        )
+        minutes[kind[1]] += int(kind[2])
+    stated = re.search(
+        r"\*\*Core path\*\*:? about (\d+) minutes.*?optional[\s#]+sections[\s#]+add[\s#]+about[\s#]+(\d+)",
+        text,
+        re.S,
+    )
+    assert stated, "the opening states the core path and the optional minutes"
+    core, optional = int(stated[1]), int(stated[2])
+    assert abs(core - minutes["core"]) <= 3, f"core path {core} min, core sections {minutes}"
+    assert abs(optional - minutes["optional"]) <= 5, f"optional {optional} min, sections {minutes}"
+    assert minutes["core"] <= 60, "a 50-minute core path, give or take"
+    headings = re.findall(r"^# ## (.*)$", text, re.M)
+    assert headings[-1] == "How this chapter is tested", "the testing appendix comes last"
+    assert "check_prediction" in text, "a predict-then-check exercise"
+    assert re.search(r"stretch", text, re.I), "a stretch problem"
