@@ -111,6 +111,21 @@ assert [len(y) - n + 1 for n in (1, 2, 3)] == [sum(ngram_counts(y, n).values()) 
 # occurs is the job of the next definition; `ngram_counts` already pairs every n-gram with its
 # number of occurrences, and those numbers add up to $K - n + 1$.
 #
+# Every metric of the chapter is built on that count, so here it is on the page: slide a window
+# of $n$ tokens over the sentence and tally what it sees.
+
+
+# %%
+def count_ngrams(tokens, n):
+    """How often each n-gram occurs in a list of tokens: {n-gram (a tuple): count}."""
+    windows = [tuple(tokens[i : i + n]) for i in range(len(tokens) - n + 1)]  # K - n + 1 of them
+    return Counter(windows)
+
+
+for n in (1, 2, 3, 7):
+    assert count_ngrams(y, n) == ngram_counts(y, n)
+print(count_ngrams(y, 1).most_common(2))
+#
 # ## 3.2 Counting occurrences, and an off-by-one in the notes (core, 5 min)
 #
 # For a string $s = s_1 \dots s_M$ the notes define the **substring count** of $s$ in $y$

@@ -359,6 +359,32 @@ rel_keys = rng.standard_normal((2 * K_clip + 1, d_k))  # (2K+1, d_k): a^K for of
 S_i = ref.relative_key_logits(q_rel, rel_keys)  # (L, L): q_i . a^K_clip(j-i)
 by_hand = q_rel[4] @ rel_keys[0]  # query 4, key 0: offset -4, clipped to -2 (row 0)
 assert np.isclose(S_i[4, 0], by_hand)
+
+
+# %% [markdown]
+# Variant (i) is the chapter's centrepiece: a table lookup by clipped offset, then one dot
+# product per (query, key) pair. On the page, in NumPy:
+
+
+# %%
+def shaw_key_logits(q, table):
+    """q_i . a_clip(j - i) for queries q (L, d_k) and a table (2K+1, d_k) of offsets -K..K."""
+    L, K = q.shape[0], (table.shape[0] - 1) // 2
+    offsets = np.clip(np.arange(L)[None, :] - np.arange(L)[:, None], -K, K)  # (L, L): j - i
+    a = table[offsets + K]  # (L, L, d_k): the vector of each pair's offset
+    return np.einsum("id,ijd->ij", q, a)  # (L, L): query i dotted with a_ij
+
+
+np.testing.assert_allclose(shaw_key_logits(q_rel, rel_keys), S_i, rtol=1e-12)
+torch.testing.assert_close(
+    fast.relative_key_logits(torch.from_numpy(q_rel), torch.from_numpy(rel_keys)),
+    torch.from_numpy(shaw_key_logits(q_rel, rel_keys)),
+)
+
+# %% [markdown]
+# The page's version builds the $(L, L, d_k)$ tensor of looked-up vectors, which is easy to read
+# and costs $L^2 d_k$ memory; the library's PyTorch version computes the $(L, 2K+1)$ products
+# $q_i \cdot a_r$ first and then gathers, so it never holds more than $L \times L$ numbers.
 values = np.array([-1.0, -0.5, 0.0, 0.2, 0.4])  # (2K+1,): variant (ii)'s scalars
 S_ii = ref.relative_bias(values, 6)  # (L, L)
 print(S_ii)
