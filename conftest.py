@@ -16,7 +16,11 @@ collect_ignore_glob = ["notebooks/*.py", "book/*", ".venv/*"]
 
 # Notebooks whose stored outputs come from training: their nbval items count as
 # machine-sensitive, so tests/test_portability.py re-runs them with another CPU's kernels.
-PORTABILITY_NOTEBOOKS = {"05_transformer_block.ipynb", "06_positional_encodings.ipynb"}
+PORTABILITY_NOTEBOOKS = {
+    "04_attention.ipynb",
+    "05_transformer_block.ipynb",
+    "06_positional_encodings.ipynb",
+}
 
 
 def pytest_collection_modifyitems(config, items):

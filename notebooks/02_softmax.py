@@ -607,7 +607,7 @@ np.testing.assert_allclose(
 #
 # Definition 1.1 itself is correct, and so are the worked values $[.06, .47, .47]$. The errors
 # are in how the attention notes and slides *use* the softmax, and those belong to attention:
-# chapter 4 (section 4.10, "What the notes get wrong") shows each of them with its correction,
+# chapter 4 (section 4.12, "What the notes get wrong") shows each of them with its correction,
 # namely multiplying the causal mask into the weights after the softmax instead of masking the
 # scores before it (the rows no longer sum to one; section 2.6 above shows the right way),
 # dividing the scores by $d_k$ instead of $\sqrt{d_k}$, and the lecture slides' output sum

@@ -20,67 +20,79 @@
 # other layer (the feed-forward network, the norms) works on each token by itself; attention
 # builds each token's new representation as a weighted average over *all* the tokens it is
 # allowed to see, with weights it computes on the fly from the tokens themselves. This chapter
-# derives it three times (one query at a time, in matrix form, with several heads), checks
-# every number the lecture notes print, and measures what it costs.
+# derives it one query at a time, then in matrix form, then with several heads; puts the whole
+# multi-head layer on one page; trains a tiny model to watch a head learn; and checks the
+# numbers the lecture notes print about attention.
 #
 # **After this chapter you can**
 #
 # - compute scaled dot-product attention by hand for one query and as a matrix expression, and
 #   explain every shape in $\operatorname{softmax}(QK^\top/\sqrt{d_k})\,V$;
 # - say why the logits are divided by $\sqrt{d_k}$, and show what goes wrong without it;
-# - build causal and padding masks, combine them, and apply them correctly (before the
-#   softmax, not after it);
-# - write multi-head attention with per-head matrices and with one fused projection, and
-#   prove that they compute the same thing, and that both match `torch.nn.MultiheadAttention`;
-# - count attention's FLOPs and memory, and say for which sequence lengths attention or the
-#   feed-forward network dominates.
+# - build causal and padding masks and apply them correctly (to the logits, before the
+#   softmax);
+# - write a multi-head attention module (project, split heads, attend, merge, project) and say
+#   why two heads can do what one head cannot;
+# - say how attention's time and memory grow with the sequence length, and when the
+#   feed-forward network costs more.
 #
 # **Assumes**: chapter 1 (the row view of a matrix product: each row of $AV$ mixes the rows
-# of $V$) and chapter 2 (a stable softmax, and masking with $-\infty$).
-# **Time**: about 60 minutes, plus the exercises.
+# of $V$) and chapter 2 (a stable softmax, and masking with $-\infty$); a little PyTorch
+# (`nn.Module`, `nn.Linear`).
+# **Core path**: about 50 minutes (sections marked core); the optional sections add about 14
+# minutes, the exercises about 45.
 #
-# The chapter follows section 2 of the notes {cite}`strabel2023transformers` (Definition 2.1,
-# eqs. 13–18), the step-by-step derivation of the lecture slides {cite}`marlin2022transformers`,
-# the worked example and the mask of the lecture notes on keys, queries and values
-# {cite}`may2024transformer` (sections 1.1–1.2), and the handwritten notes' view of attention
-# as a comparison function followed by a reduction. Attention in this form comes from
-# {cite}`vaswani2017attention`.
+# The chapter follows section 2 of Strabel's notes {cite}`strabel2023transformers` (Definition
+# 2.1, eqs. 13–18), the step-by-step derivation of the lecture slides
+# {cite}`marlin2022transformers`, the keys, queries and values, worked example, mask and
+# multiple heads of May's notes {cite}`may2024transformer` (sections 1.1–1.2), and the
+# handwritten notes' view of attention as a comparison function followed by a reduction.
+# Attention in this form comes from {cite}`vaswani2017attention`.
 
 # %%
+import math
 
 import matplotlib.pyplot as plt
 import numpy as np
 import torch
-import torch.nn.functional as F
+from torch import nn
 
 import course_lib.attention.accelerated as fast
 import course_lib.attention.reference as ref
-from course_lib import device_for, get_device, seed_everything
+from course_lib import device_for, seed_everything
+from course_lib.attention import as_printed
 from course_lib.attention import exercises as check
 from course_lib.attention.cost import (
     attention_flops,
     crossover_length,
     ffn_flops,
     measure_attention,
+    steady,
 )
-from course_lib.attention.examples import HEAD_NAMES, notes_004_example, toy_sentence
+from course_lib.attention.examples import HEAD_NAMES, may_worked_example, toy_sentence
+from course_lib.attention.learned import (
+    attended_offsets,
+    learned_head_weights,
+    train_look_back,
+)
 from course_lib.attention.module import MultiHeadAttention, to_torch_multihead
+from course_lib.checker import check_prediction
 from course_lib.plotting import heatmap, new_axes, use_style
 from course_lib.softmax.reference import softmax
 
 rng = seed_everything(0)
 use_style()
 np.set_printoptions(precision=3, suppress=True)
-device = get_device()
+dev64 = device_for(torch.float64)  # float64 lives on the CPU where the device has none (MPS)
 
 # %% [markdown]
 # As in every chapter, `ref` holds the NumPy references (float64, written like the equations)
 # and `fast` their PyTorch twins (same names and signatures; batched, any device, autograd).
 # `softmax` is chapter 2's: stable, and a row whose entries are all $-\infty$ gives zeros.
 #
-# ## 4.1 Keys, queries and values, one query at a time
+# ## 4.1 Keys, queries and values, one query at a time (core, 6 min)
 #
-# The slides {cite}`marlin2022transformers` start from a collection of $M$ objects, each a
+# The lecture slides {cite}`marlin2022transformers` start from a collection of $M$ objects, each a
 # vector $\mathbf{x}_i$ of length $D$, and give every object three new vectors of length $K$
 # by three linear maps: a **query** $\mathbf{q}_i = W^q \mathbf{x}_i$ (what object $i$ is
 # looking for), a **key** $\mathbf{k}_i = W^k \mathbf{x}_i$ (what it offers to be found by)
@@ -132,7 +144,7 @@ assert n_params == 3 * D * Kdim
 print(f"3DK = 3 * {D} * {Kdim} = {n_params} parameters, for any M")
 
 # %% [markdown]
-# ## 4.2 The matrix form: eq. (13)
+# ## 4.2 The matrix form: eq. (13) (core, 6 min)
 #
 # Stack the queries as rows of $Q \in \mathbb{R}^{d_l \times d_k}$, the keys of
 # $K \in \mathbb{R}^{d_s \times d_k}$ and the values of $V \in \mathbb{R}^{d_s \times d_v}$
@@ -157,8 +169,8 @@ print(A)
 
 # %% [markdown]
 # Nothing requires as many queries as keys. Queries from one sequence can attend over the keys
-# and values of another of a different length (this is *cross-attention*, section 4.6), and
-# $d_v$ need not equal $d_k$:
+# and values of another of a different length (this is *cross-attention*; the first exercise
+# builds it), and $d_v$ need not equal $d_k$:
 
 # %%
 Qc = rng.standard_normal((2, 5))  # (d_l, d_k) = (2, 5)
@@ -167,28 +179,11 @@ Vc = rng.standard_normal((7, 3))  # (d_s, d_v) = (7, 3)
 print(ref.scaled_dot_product_attention(Qc, Kc, Vc).shape)  # (d_l, d_v)
 
 # %% [markdown]
-# The PyTorch side computes the same thing on stacks of matrices: any leading dimensions
-# (batch, heads) broadcast. PyTorch ships its own fused version,
-# `torch.nn.functional.scaled_dot_product_attention`; ours is the *explicit* computation (two
-# products and a softmax), and the two agree:
-
-# %%
-dev64 = device_for(torch.float64)  # float64 stays on the CPU on Apple MPS (no float64 there)
-q, k, v = (torch.randn(2, 3, 5, 4, dtype=torch.float64, device=dev64) for _ in range(3))
-ours = fast.scaled_dot_product_attention(q, k, v)  # (B, h, L, d_v) = (2, 3, 5, 4)
-theirs = F.scaled_dot_product_attention(q, k, v)
-torch.testing.assert_close(ours, theirs, rtol=1e-12, atol=1e-12)
-torch.testing.assert_close(
-    fast.attention_per_query(q, k, v), ours, rtol=1e-12, atol=1e-12
-)  # the slides' loop, batched
-print(tuple(ours.shape), ours.dtype)
-
-# %% [markdown]
-# The conformance suite (`tests/test_conformance.py`) checks every function of this chapter
-# against its reference on hundreds of random shapes, masks and biases in float64, float32,
-# float16 and bfloat16, and checks the PyTorch gradients with `torch.autograd.gradcheck`.
+# The PyTorch side, `fast.scaled_dot_product_attention`, computes the same on stacks of
+# matrices (any leading batch and head dimensions broadcast); the appendix shows it agrees
+# with the reference and with PyTorch's own fused kernel.
 #
-# ## 4.3 Why divide by $\sqrt{d_k}$
+# ## 4.3 Why divide by $\sqrt{d_k}$ (core, 5 min)
 #
 # Suppose the components of a query and a key are independent with mean 0 and variance 1.
 # Their dot product $\mathbf{q}^\top\mathbf{k} = \sum_{l=1}^{d_k} q_l k_l$ is a sum of $d_k$
@@ -205,8 +200,9 @@ d_ks = [4, 16, 64, 256, 1024]
 for d_k in d_ks:
     qs, ks = rng.standard_normal((2, 10_000, d_k))  # 10,000 pairs
     dots = np.einsum("nd,nd->n", qs, ks)  # (10000,)
+    scaled = dots / np.sqrt(d_k)  # (10000,)
     print(
-        f"d_k = {d_k:5d}: var(q.k) = {dots.var():8.1f}  var(q.k / sqrt(d_k)) = {(dots / np.sqrt(d_k)).var():.2f}"
+        f"d_k = {d_k:5d}: var(q.k) = {dots.var():8.1f}  var(q.k / sqrt(d_k)) = {scaled.var():.2f}"
     )
     np.testing.assert_allclose(dots.var() / d_k, 1.0, rtol=0.08)
 
@@ -261,80 +257,54 @@ plt.show()
 # initial temperature, and nothing stops a trained model from learning larger logits where it
 # needs sharp attention.
 #
-# ## 4.4 The worked example of the lecture notes, checked
+# ## 4.4 The worked example of May's notes (core, 3 min)
 #
-# The lecture notes on keys, queries and values {cite}`may2024transformer` (section 1.1) print
-# three $4 \times 3$ matrices, which they call $K$, $Q$ and $V$, and state that for the first
-# input the scores are $[2, 4, 4]$, the weights $\operatorname{softmax}([2,4,4]) = [.06, .47,
-# .47]$ and the result $[1.9, 6.7, 1.6]$. The matrices are *projection weights* (what eq. 16
-# of {cite}`strabel2023transformers` calls $W_K, W_Q, W_V$), and the notes never give the
-# inputs they are applied to. Three inputs reproduce every printed number:
-# $\mathbf{x}_1 = [1,0,1,0]$, $\mathbf{x}_2 = [0,2,0,2]$, $\mathbf{x}_3 = [1,1,1,1]$.
+# May's notes {cite}`may2024transformer` (section 1.1) print three $4 \times 3$ matrices,
+# which they call $K$, $Q$ and $V$, and work out the attention of the first input. The
+# matrices are *projection weights* (what eq. 16 of Strabel's notes calls $W_K, W_Q, W_V$),
+# and the notes never give the inputs they are applied to. Three inputs reproduce every
+# number they print: $\mathbf{x}_1 = [1,0,1,0]$, $\mathbf{x}_2 = [0,2,0,2]$,
+# $\mathbf{x}_3 = [1,1,1,1]$. With them, eq. (13) gives:
 
 # %%
-ex = notes_004_example()
+ex = may_worked_example()
 X4 = ex["X"]  # (3, 4): x1, x2, x3 as rows
 Q4, K4, V4 = X4 @ ex["W_Q"], X4 @ ex["W_K"], X4 @ ex["W_V"]  # (3, 3) each
-print("W_K =\n", ex["W_K"], "\nqueries Q =\n", Q4, "\nkeys K =\n", K4, "\nvalues V =\n", V4)
-
-# %%
-logits_1 = Q4[0] @ K4.T  # x1's query against the three keys, unscaled
-w_1 = softmax(logits_1)
-out_unscaled = ref.scaled_dot_product_attention(Q4, K4, V4, scale=1.0)  # no 1/sqrt(d_k)
-print("scores:", logits_1, " weights:", w_1.round(2), " result:", out_unscaled[0].round(1))
-np.testing.assert_array_equal(logits_1, [2, 4, 4])
-np.testing.assert_array_equal(w_1.round(2), [0.06, 0.47, 0.47])
-np.testing.assert_array_equal(out_unscaled[0].round(1), [1.9, 6.7, 1.6])
+A4 = ref.attention_weights(Q4, K4)  # (3, 3), scaled by 1/sqrt(3)
+out4 = ref.scaled_dot_product_attention(Q4, K4, V4)  # (3, 3)
+print("queries Q =\n", Q4, "\nkeys K =\n", K4, "\nvalues V =\n", V4)
+print("x1: scores", Q4[0] @ K4.T, " weights", A4[0].round(2), " result", out4[0].round(2))
+np.testing.assert_array_equal(Q4[0] @ K4.T, [2, 4, 4])
+np.testing.assert_array_equal(out4[0].round(2), [1.86, 6.32, 1.70])
 
 # %% [markdown]
-# Every printed number is reproduced, but **only without the scaling**. The notes' own
-# footnote says the scores should be divided by the square root of the key dimension, here
-# $d_k = 3$, and eq. (13) does so. With it, the weights are softer and the result is different:
-
-# %%
-out_scaled = ref.scaled_dot_product_attention(Q4, K4, V4)  # eq. (13), scale 1/sqrt(3)
-print("scaled weights:", ref.attention_weights(Q4, K4)[0].round(2))
-print("scaled result: ", out_scaled[0].round(2))
-np.testing.assert_array_equal(out_scaled[0].round(2), [1.86, 6.32, 1.70])
-assert not np.array_equal(out_scaled[0].round(1), out_unscaled[0].round(1))
-
-# %% [markdown]
-# Other things are odd about these matrices, and each is checked below:
+# The scores $[2, 4, 4]$ are the notes' own; the weights and the result are not quite the
+# ones they print ($[.06, .47, .47]$ and $[1.9, 6.7, 1.6]$): section 4.12 shows where the
+# difference comes from. Three things about this example are worth noticing, and each is
+# checked below:
 #
-# - **Rows 1 and 3 are equal, and so are rows 2 and 4**, in all three matrices. Each has rank
-#   at most 2, and an input enters only through $x_1 + x_3$ and $x_2 + x_4$. So the inputs we
-#   found are *not* the only ones: $[2, 0, 0, 0]$ gives the same query, key and value as
-#   $[1, 0, 1, 0]$. No set of inputs is "the" answer.
+# - **Rows 1 and 3 are equal, and so are rows 2 and 4**, in all three matrices, so an input
+#   enters only through $x_1 + x_3$ and $x_2 + x_4$. The inputs above are therefore *not* the
+#   only ones: $[2, 0, 0, 0]$ gives the same query, key and value as $[1, 0, 1, 0]$.
 # - **The query matrix has two zero rows**, so $\mathbf{x}_2 = [0, 2, 0, 2]$ has a zero query:
 #   its scores are all 0 and it attends uniformly, whatever the keys.
-# - **$\mathbf{x}_1$ and $\mathbf{x}_3$ get the same query** ($[1, 0, 2]$), so they get the
-#   same weights and the same output although they are different inputs.
-# - The footnote says to "divide by the dimension of K" while its formula divides by
-#   $\sqrt{|K|}$; the square root is right, and "the dimension" must mean $d_k = 3$ (the width
-#   of a key), not the size of the $4 \times 3$ matrix the notes also call $K$.
+# - **$\mathbf{x}_1$ and $\mathbf{x}_3$ get the same query** $[1, 0, 2]$, so they get the same
+#   weights and the same output although they are different inputs.
 
 # %%
 for name in ("W_K", "W_Q", "W_V"):
-    W = ex[name]
-    assert np.array_equal(W[0], W[2]) and np.array_equal(W[1], W[3])
-    assert np.linalg.matrix_rank(W) <= 2
-other = np.array([2.0, 0, 0, 0])
-for name in ("W_K", "W_Q", "W_V"):
-    np.testing.assert_array_equal(other @ ex[name], X4[0] @ ex[name])
+    np.testing.assert_array_equal(np.array([2.0, 0, 0, 0]) @ ex[name], X4[0] @ ex[name])
 np.testing.assert_array_equal(Q4[1], 0)
-np.testing.assert_allclose(ref.attention_weights(Q4, K4)[1], [1 / 3] * 3)
-np.testing.assert_array_equal(Q4[0], Q4[2])
-np.testing.assert_array_equal(out_scaled[0], out_scaled[2])
+np.testing.assert_allclose(A4[1], [1 / 3] * 3)
+np.testing.assert_array_equal(out4[0], out4[2])
 
 # %% [markdown]
-# ## 4.5 Masks
+# ## 4.5 Masks (core, 5 min)
 #
 # A language model that predicts the next token must not look at it. During training all
 # positions are processed at once, so each position $i$ must be stopped from attending to the
-# later positions $j > i$. The lecture notes {cite}`may2024transformer` write the rule as a
-# lower-triangular matrix of ones, $M$, and propose to multiply it element-wise into the
-# weights $\alpha$ after the softmax. As booleans (True = may attend) $M$ is the **causal
-# mask**:
+# later positions $j > i$. May's notes write the rule as a lower-triangular matrix of ones,
+# $M$. As booleans (True = may attend) $M$ is the **causal mask**:
 
 # %%
 L = 5
@@ -342,44 +312,29 @@ M5 = ref.causal_mask(L)  # (L, L) boolean: True on and below the diagonal
 print(M5.astype(int))
 
 # %% [markdown]
-# Multiplying the *probabilities* by $M$ zeroes the forbidden weights but leaves the others as
-# they were, so the rows no longer sum to one: the output is no longer an average, and early
-# positions (which lose the most weight) get outputs shrunk towards zero. The correct way is to
-# mask the **logits**: set the forbidden ones to $-\infty$ *before* the softmax, which then
-# spreads all the weight over the allowed positions.
+# The mask acts on the **logits**: the forbidden ones become $-\infty$ *before* the softmax,
+# whose exponential turns them into exact zeros, and the softmax then spreads all the weight
+# over the allowed positions. Every row still sums to one, and token 0, which may only see
+# itself, outputs exactly its own value. (May's notes multiply the mask into the weights
+# *after* the softmax instead; section 4.12 shows what that breaks.)
 
 # %%
 S = rng.standard_normal((L, L))  # (L, L) logits
-multiplied = softmax(S) * M5  # the notes' recipe: mask after the softmax
 masked = softmax(np.where(M5, S, -np.inf))  # mask the logits, then softmax
-print("row sums, multiplied:", multiplied.sum(axis=1))
-print("row sums, masked:    ", masked.sum(axis=1))
+Vm = rng.standard_normal((L, 3))  # (L, d_v)
+print(masked.round(2))
 np.testing.assert_allclose(masked.sum(axis=1), 1.0)
-assert np.all(multiplied.sum(axis=1)[:-1] < 1)
-
-# %% [markdown]
-# The two differ by exactly one thing, the normalisation: dividing each multiplied row by its
-# sum gives the masked softmax. So the notes' recipe is repaired by renormalising, and the
-# $-\infty$ form does the same in one step without computing weights only to throw them away.
-
-# %%
-np.testing.assert_allclose(multiplied / multiplied.sum(axis=1, keepdims=True), masked)
-Vm = rng.standard_normal((L, 3))
-print("output of token 0, multiplied:", (multiplied @ Vm)[0], " masked:", (masked @ Vm)[0])
+np.testing.assert_array_equal(masked[~M5], 0.0)
 np.testing.assert_allclose((masked @ Vm)[0], Vm[0])  # token 0 can only see itself
 
 # %% [markdown]
-# Token 0 may only attend to itself, so its output must be its own value. With the masked
-# softmax it is; with the multiplied weights it is its value times a weight below one.
-#
 # A **padding mask** handles batches of sequences of different lengths: shorter sequences are
 # filled up with padding tokens, which no query may attend to. `padding_mask(lengths, L)`
 # returns a (B, 1, L) mask (the middle axis broadcasts over the queries); the `&` of the two
 # masks applies both.
 
 # %%
-lengths = [5, 3]
-pad = ref.padding_mask(lengths, L)  # (B, 1, L)
+pad = ref.padding_mask([5, 3], L)  # (B, 1, L)
 both = M5 & pad  # (L, L) & (B, 1, L) -> (B, L, L)
 print(both.shape)
 print(both[1].astype(int))  # sequence 1 has 3 real tokens
@@ -393,32 +348,58 @@ print(both[1].astype(int))  # sequence 1 has 3 real tokens
 # which then spreads into every later sum:
 
 # %%
-x3 = torch.randn(1, 3, 4, dtype=torch.float64)
-w_heads = [torch.randn(2, 4, 2, dtype=torch.float64) for _ in range(3)]
-w_out = torch.randn(4, 4, dtype=torch.float64)
+x3 = torch.randn(1, 3, 4, dtype=torch.float64)  # (B, L, d_model)
+w_heads = [torch.randn(2, 4, 2, dtype=torch.float64) for _ in range(3)]  # (h, d_model, d_k)
+w_out = torch.randn(4, 4, dtype=torch.float64)  # (h*d_v, d_model)
 nothing = torch.tensor([[True, True, True], [False, False, False], [True, False, False]])
 ours = fast.multi_head_attention(x3, x3, x3, *w_heads, w_out, mask=nothing)  # (1, 3, 4)
 mha = to_torch_multihead(*w_heads, w_out)
 theirs = mha(x3, x3, x3, attn_mask=~nothing)[0]  # PyTorch's bool mask: True = may NOT attend
-print("ours, query 1:  ", ours[0, 1].tolist())
+print("ours, query 1:   ", ours[0, 1].tolist())
 print("PyTorch, query 1:", theirs[0, 1].tolist())
 assert torch.all(ours[0, 1] == 0) and torch.isnan(theirs[0, 1]).all()
-torch.testing.assert_close(ours[0, [0, 2]], theirs[0, [0, 2]])
 
 # %% [markdown]
-# Notice the flipped convention in that call: in `torch.nn.MultiheadAttention`, a boolean
-# `attn_mask` marks the positions that may **not** be attended to, the opposite of
-# `F.scaled_dot_product_attention` and of this course. Copying a mask between the two without
-# `~` silently inverts it.
+# Notice the flipped convention in that call: a boolean `attn_mask` of
+# `torch.nn.MultiheadAttention` marks the positions that may **not** be attended to, the
+# opposite of `F.scaled_dot_product_attention` and of this course. Copying a mask between the
+# two without `~` silently inverts it.
 #
-# ## 4.6 Multi-head attention: eqs. (14)–(18)
+# ## 4.6 Several heads, like several filters: eqs. (14)–(18) (core, 6 min)
 #
-# One head produces one set of weights per query: one way of deciding what is relevant. The
-# notes {cite}`strabel2023transformers` run $h$ heads side by side, each with its own
-# projections. Given sources $X_Q \in \mathbb{R}^{d_l \times d_g}$, $X_K \in \mathbb{R}^{d_s
-# \times d_w}$, $X_V \in \mathbb{R}^{d_s \times d_u}$ and weights $W_Q^i \in \mathbb{R}^{d_g
-# \times d_k}$, $W_K^i \in \mathbb{R}^{d_w \times d_k}$, $W_V^i \in \mathbb{R}^{d_u \times
-# d_v}$ for $i = 1, \dots, h$ and $W_O \in \mathbb{R}^{h d_v \times d_o}$ (eqs. 14–15),
+# One head produces one set of weights per query: one way of deciding what is relevant.
+# May's notes (section 1.2) compare self-attention with the filters of a convolutional
+# network, and borrow the convolutional answer to "there are different aspects of
+# information we might want to attend": **several filters**. A convolutional layer runs many
+# filters at each place, each looking for its own pattern; multi-head attention runs $h$
+# heads side by side, each with its own learned projections, so each can look for its own
+# relation (the previous token, the subject of the verb, the same word earlier on). Instead of
+# pooling the filters' outputs, the heads' outputs are concatenated and mixed by a learned
+# matrix.
+#
+# Why one head does not simply do the work of two: a query that needs token $a$ from one place
+# and token $b$ from another has a single distribution to split between them, and gets a
+# weighted *average* of their values. With equal weights that average forgets which was
+# where: the sequences "a b" and "b a" give the same output (with unequal weights the weaker
+# token is only a faint trace in the mixture). Two heads, each looking at one place, keep both,
+# side by side.
+
+# %%
+v_a, v_b = rng.standard_normal((2, 4))  # the values of two tokens a and b
+one_head_ab = 0.5 * v_a + 0.5 * v_b  # "a b": half the weight on each
+one_head_ba = 0.5 * v_b + 0.5 * v_a  # "b a"
+two_heads_ab = np.concatenate([v_a, v_b])  # head 1 looks at place 1, head 2 at place 2
+two_heads_ba = np.concatenate([v_b, v_a])
+np.testing.assert_allclose(one_head_ab, one_head_ba)  # one head: the order is lost
+assert not np.allclose(two_heads_ab, two_heads_ba)  # two heads: it is kept
+
+# %% [markdown]
+# Section 4.8 trains a one-head and a two-head model on exactly this task. Strabel's notes
+# {cite}`strabel2023transformers` write the layer out. Given sources
+# $X_Q \in \mathbb{R}^{d_l \times d_g}$, $X_K \in \mathbb{R}^{d_s \times d_w}$,
+# $X_V \in \mathbb{R}^{d_s \times d_u}$ and weights $W_Q^i \in \mathbb{R}^{d_g \times d_k}$,
+# $W_K^i \in \mathbb{R}^{d_w \times d_k}$, $W_V^i \in \mathbb{R}^{d_u \times d_v}$ for
+# $i = 1, \dots, h$ and $W_O \in \mathbb{R}^{h d_v \times d_o}$ (eqs. 14–15),
 #
 # $$Q^i = X_Q W_Q^i,\quad K^i = X_K W_K^i,\quad V^i = X_V W_V^i, \tag{16}$$
 #
@@ -427,9 +408,9 @@ torch.testing.assert_close(ours[0, [0, 2]], theirs[0, [0, 2]])
 # $$\operatorname{Multihead}(X_Q, X_K, X_V) = \operatorname{concat}(A^1, \dots, A^h)\, W_O \in
 #   \mathbb{R}^{d_l \times d_o}. \tag{18}$$
 #
-# The reference `ref.multi_head_attention` is these equations with a loop over $i$, the
-# per-head weights stacked into arrays of shape $(h, d_g, d_k)$ and so on. We try it on
-# self-attention ($X_Q = X_K = X_V$, section 2.3 of the notes):
+# `ref.multi_head_attention` is these equations with a loop over $i$, the per-head weights
+# stacked into arrays of shape $(h, d_g, d_k)$ and so on. For self-attention,
+# $X_Q = X_K = X_V$ (section 2.3 of the notes):
 
 # %%
 h, d_model, d_k = 4, 16, 4
@@ -441,11 +422,11 @@ print(out_ref.shape)
 
 # %% [markdown]
 # Looping over heads is slow on real hardware: $h$ small products instead of one large one.
-# The PyTorch side puts the $h$ matrices $W_Q^i$ side by side into one $(d_g, h\,d_k)$ matrix,
-# projects all heads with a single product, and *reshapes*: the columns $i\,d_k$ to $(i+1)\,d_k
-# - 1$ of $X_Q [W_Q^1 \cdots W_Q^h]$ are exactly $X_Q W_Q^i$. `split_heads` moves those column
-# blocks onto a new head axis, $(L, h\,d_k) \to (h, L, d_k)$, and `merge_heads` is the concat
-# of eq. (18).
+# Put the $h$ matrices $W_Q^i$ side by side into one $(d_g, h\,d_k)$ matrix and project all
+# heads with a single product: columns $i\,d_k$ to $(i+1)\,d_k - 1$ of
+# $X_Q [W_Q^1 \cdots W_Q^h]$ are exactly $X_Q W_Q^i$. `split_heads` moves those column blocks
+# onto a new head axis, $(L, h\,d_k) \to (h, L, d_k)$, and `merge_heads` is the concat of
+# eq. (18).
 
 # %%
 W_fused = ref.fuse_head_weights(w_q)  # (d_model, h*d_k) = (16, 16)
@@ -453,27 +434,17 @@ per_head = ref.split_heads(x @ W_fused, h)  # (h, L, d_k)
 for i in range(h):
     np.testing.assert_allclose(per_head[i], x @ w_q[i])  # head i's block is X W_Q^i
 np.testing.assert_array_equal(ref.merge_heads(per_head), x @ W_fused)
-print(W_fused.shape, per_head.shape)
 
 # %% [markdown]
-# So the fused form is the same computation, arranged for speed, and the PyTorch
-# implementation (which is built that way) agrees with the per-head loop:
-
-# %%
-t = lambda a: torch.as_tensor(a, device=device)  # noqa: E731
-out_fast = fast.multi_head_attention(t(x), t(x), t(x), t(w_q), t(w_k), t(w_v), t(w_o))
-np.testing.assert_allclose(out_fast.cpu().numpy(), out_ref, rtol=1e-10)
-
-# %% [markdown]
-# A watch-out: `split_heads` needs a reshape **and** a transpose. Reshaping $(L, h\,d_k)$
-# straight to $(h, L, d_k)$ has the right shape and the wrong content (it cuts the flat
-# memory into $h$ chunks of consecutive *tokens*). Exercise 4.4 asks you to get it right.
+# A watch-out: splitting needs a reshape **and** a transpose. Reshaping $(L, h\,d_k)$ straight
+# to $(h, L, d_k)$ has the right shape and the wrong content (it cuts the rows into $h$ chunks
+# of consecutive *tokens*); one of the exercises asks you to get it right.
 #
-# The slides {cite}`marlin2022transformers` write the combination differently: the output of
-# object $i$ is $\sum_{l} W^c_l\, \mathbf{h}'_{li}$, a separate matrix per head applied to that
-# head's output, then summed. That is eq. (18) read block by block: $W_O$ split into $h$
-# horizontal blocks of $d_v$ rows, head $i$'s output times block $i$, summed over heads, is the
-# product $\operatorname{concat}(A^1, \dots, A^h) W_O$ (a block row times a block column).
+# The lecture slides {cite}`marlin2022transformers` write the combination as
+# $\mathbf{h}_i = \sum_{l} W^c_l\, \mathbf{h}'_{li}$: a matrix per head applied to that head's
+# output, then summed. That is eq. (18) read block by block: split $W_O$ into $h$ blocks of
+# $d_v$ rows; head $i$'s output times block $i$, summed over the heads, is
+# $\operatorname{concat}(A^1, \dots, A^h) W_O$ (a block row times a block column).
 
 # %%
 heads = [ref.scaled_dot_product_attention(x @ w_q[i], x @ w_k[i], x @ w_v[i]) for i in range(h)]
@@ -481,104 +452,215 @@ blocks = [w_o[i * d_k : (i + 1) * d_k] for i in range(h)]  # h blocks of (d_v, d
 np.testing.assert_allclose(sum(A_i @ B_i for A_i, B_i in zip(heads, blocks, strict=True)), out_ref)
 
 # %% [markdown]
-# **Cross-attention**: the queries come from one sequence and the keys and values from
-# another, of a different length and width, as when a translation decoder reads the encoded
-# source sentence. Nothing in eqs. (14)–(18) changes:
+# **Parameters.** In the usual self-attention all widths are $d_\text{model}$ and each head
+# gets $d_k = d_v = d_\text{model}/h$, so each of $W_Q, W_K, W_V, W_O$ is
+# $d_\text{model} \times d_\text{model}$ in total and the layer has $4 d_\text{model}^2$
+# weights *whatever $h$ is*: more heads means narrower heads, not more parameters.
 
 # %%
-x_dec = rng.standard_normal((3, 8))  # (d_l, d_g): 3 target tokens of width 8
-x_enc = rng.standard_normal((7, 10))  # (d_s, d_w = d_u): 7 source tokens of width 10
-wq_c = rng.standard_normal((2, 8, 5))  # (h, d_g, d_k)
-wk_c, wv_c = rng.standard_normal((2, 10, 5)), rng.standard_normal((2, 10, 6))  # d_v = 6
-wo_c = rng.standard_normal((12, 8))  # (h*d_v, d_o)
-cross = ref.multi_head_attention(x_dec, x_enc, x_enc, wq_c, wk_c, wv_c, wo_c)
-print(cross.shape)  # (d_l, d_o)
+for n_heads in (1, 8, 16):
+    layer = MultiHeadAttention(512, n_heads, bias=False)
+    n = sum(p.numel() for p in layer.parameters())
+    print(f"h = {n_heads:2d}: d_k = {512 // n_heads:3d}, {n:,} weights")
+    assert n == 4 * 512**2
 
 # %% [markdown]
-# **Parameter counts.** The weights of eqs. (14)–(15) hold $h(d_g d_k + d_w d_k + d_u d_v) +
-# h d_v d_o$ numbers. In the usual self-attention all widths are $d_\text{model}$ and each head
-# gets $d_k = d_v = d_\text{model}/h$, so every projection is $d_\text{model} \times
-# d_\text{model}$ in total and the layer has $4 d_\text{model}^2$ weights, *independent of $h$*:
-# more heads means narrower heads, not more parameters. `torch.nn.MultiheadAttention` adds a
-# bias to each of the four projections, $4 d_\text{model}$ more.
-
-
-# %%
-def mha_params(h, d_g, d_w, d_u, d_k, d_v, d_o):
-    return h * (d_g * d_k + d_w * d_k + d_u * d_v) + h * d_v * d_o
-
-
-assert mha_params(2, 8, 10, 10, 5, 6, 8) == sum(w.size for w in (wq_c, wk_c, wv_c, wo_c))
-for heads_ in (1, 8, 16):
-    d = 512
-    n = mha_params(heads_, d, d, d, d // heads_, d // heads_, d)
-    torch_n = sum(p.numel() for p in torch.nn.MultiheadAttention(d, heads_).parameters())
-    print(f"h = {heads_:2d}: {n:,} weights; torch.nn.MultiheadAttention: {torch_n:,} = +4 * {d}")
-    assert n == 4 * d * d and torch_n == n + 4 * d
-
-# %% [markdown]
-# **Parity with PyTorch.** `to_torch_multihead` copies our per-head weights into a
-# `torch.nn.MultiheadAttention` (which stores weights transposed, as (out, in), with the
-# heads' rows one after another). The two layers then agree, for self- and cross-attention,
-# with and without biases and masks; `tests/test_attention.py` runs every combination.
-
-# %%
-x_b = torch.randn(3, 6, d_model, dtype=torch.float64)  # (B, L, d_model)
-b = {n: torch.randn(*s, dtype=torch.float64) for n, s in (("b_q", (h, d_k)), ("b_k", (h, d_k)))}
-b.update(
-    b_v=torch.randn(h, d_k, dtype=torch.float64), b_o=torch.randn(d_model, dtype=torch.float64)
-)
-w_t = {
-    n: torch.as_tensor(a)
-    for n, a in zip(("w_q", "w_k", "w_v", "w_o"), (w_q, w_k, w_v, w_o), strict=True)
-}
-torch_mha = to_torch_multihead(**w_t, **b)
-pad_t = fast.padding_mask(torch.tensor([6, 4, 2]), 6)  # (B, 1, L)
-mask_t = fast.causal_mask(6) & pad_t  # (B, L, L)
-ours = fast.multi_head_attention(
-    x_b, x_b, x_b, **w_t, **b, mask=mask_t[:, None]
-)  # (B, 1, L, L): every head
-theirs = torch_mha(x_b, x_b, x_b, attn_mask=~fast.causal_mask(6), key_padding_mask=~pad_t[:, 0])[0]
-torch.testing.assert_close(ours, theirs, rtol=1e-10, atol=1e-12)
-print("causal + padding self-attention: ours and torch.nn.MultiheadAttention agree")
-
-x_src = torch.randn(3, 9, d_model, dtype=torch.float64)  # cross-attention over 9 source tokens
-torch.testing.assert_close(
-    fast.multi_head_attention(x_b, x_src, x_src, **w_t, **b),
-    torch_mha(x_b, x_src, x_src)[0],
-    rtol=1e-10,
-    atol=1e-12,
-)
-print("cross-attention: ours and torch.nn.MultiheadAttention agree")
-
-# %% [markdown]
-# Note the mask shapes: with heads, the logits are (B, h, L, L), so the combined (B, L, L)
-# mask gets a head axis of size 1, `mask_t[:, None]`, to apply to every head. Without it,
-# broadcasting would align the batch axis with the head axis; our functions refuse any mask
-# that does not broadcast *to* the logits' shape, which catches most such slips.
+# ## 4.7 The multi-head attention module, on one page (core, 6 min)
 #
-# For the layers of chapter 5, `course_lib.attention.module.MultiHeadAttention` wraps the same
-# computation in a `torch.nn.Module` (one fused $(d, d)$ projection per input, and PyTorch's
-# fused attention kernel unless `fused=False`). It also agrees with `torch.nn.MultiheadAttention`:
+# Here is the whole layer as a PyTorch module, in the manner of nanoGPT: one fused product
+# makes the queries, keys and values of every head (the $W_Q^i$, $W_K^i$, $W_V^i$ of all heads
+# side by side, as above); a reshape and a transpose split the heads; each head attends,
+# eq. (13) with a mask on the logits; the heads are merged back (the concat of eq. 18) and
+# projected by $W_O$. `nn.Linear` adds a bias to each projection, as
+# `torch.nn.MultiheadAttention` does; Strabel's notes have none.
+
 
 # %%
-layer = MultiHeadAttention(d_model, h, dtype=torch.float64)
-torch.testing.assert_close(
-    layer(x_b, mask=fast.causal_mask(6)),
-    to_torch_multihead(**layer.stacked_weights())(x_b, x_b, x_b, attn_mask=~fast.causal_mask(6))[0],
-)
-print(layer)
+class MultiHeadSelfAttention(nn.Module):
+    def __init__(self, d_model: int, n_heads: int):
+        super().__init__()
+        self.h, self.d_k = n_heads, d_model // n_heads
+        self.w_qkv = nn.Linear(d_model, 3 * d_model)  # [W_Q^1..W_Q^h | W_K^1.. | W_V^1..]
+        self.w_o = nn.Linear(d_model, d_model)  # W_O of eq. (18)
+
+    def forward(self, x, mask=None):  # x: (B, L, d); mask: True = may attend
+        B, L, d = x.shape
+        q, k, v = self.w_qkv(x).split(d, dim=-1)  # 3 x (B, L, d): eq. (16), all heads
+        q, k, v = (
+            t.view(B, L, self.h, self.d_k).transpose(1, 2) for t in (q, k, v)
+        )  # (B, h, L, d_k)
+        scores = q @ k.transpose(-2, -1) / math.sqrt(self.d_k)  # (B, h, L, L)
+        if mask is not None:
+            scores = scores.masked_fill(~mask, float("-inf"))  # mask the logits
+        a = torch.softmax(scores, dim=-1) @ v  # (B, h, L, d_k): eq. (17), every head
+        a = a.transpose(1, 2).reshape(B, L, d)  # (B, L, h*d_k): concat of eq. (18)
+        return self.w_o(a)  # (B, L, d)
+
 
 # %% [markdown]
-# ## 4.7 Self-attention does not know the order of its inputs
+# The library's `MultiHeadAttention` (which chapter 5's Transformer block imports) stores the
+# same weights in the notes' row convention, $x W$, while `nn.Linear` computes $x W^\top + b$;
+# copying them across is a transpose. With the same weights, the module above, the library's
+# PyTorch module and the NumPy reference of eqs. (14)–(18) compute the same thing:
+
+# %%
+torch.manual_seed(0)
+lib = MultiHeadAttention(d_model, h, dtype=torch.float64, device=dev64)
+mine = MultiHeadSelfAttention(d_model, h).to(dtype=torch.float64, device=dev64)
+with torch.no_grad():  # nn.Linear stores (out, in): transpose the library's (in, out) weights
+    mine.w_qkv.weight.copy_(torch.cat([lib.w_q, lib.w_k, lib.w_v], dim=1).T)
+    mine.w_qkv.bias.copy_(torch.cat([lib.b_q, lib.b_k, lib.b_v]))
+    mine.w_o.weight.copy_(lib.w_o.T)
+    mine.w_o.bias.copy_(lib.b_o)
+
+xb = torch.randn(3, 6, d_model, dtype=torch.float64, device=dev64)  # (B, L, d_model)
+causal = fast.causal_mask(6).to(dev64)  # (L, L)
+numpy_ref = ref.multi_head_attention(  # eqs. (14)-(18), one head at a time, in NumPy
+    xb.cpu().numpy(),
+    xb.cpu().numpy(),
+    xb.cpu().numpy(),
+    mask=causal.cpu().numpy(),
+    **{n: w.detach().cpu().numpy() for n, w in lib.stacked_weights().items()},
+)
+with torch.no_grad():
+    ours, library = mine(xb, causal), lib(xb, mask=causal)  # (B, L, d_model) each
+torch.testing.assert_close(ours, library)
+np.testing.assert_allclose(ours.cpu().numpy(), numpy_ref, rtol=1e-10, atol=1e-12)
+print(ours.shape, "- the page, the library module and the NumPy reference agree")
+
+# %% [markdown]
+# The library's module adds only what the page leaves out: keys and values from another
+# sequence (cross-attention, where $X_K \ne X_Q$ and the three projections are separate
+# products), an additive `bias` on the logits (chapter 6), PyTorch's fused attention kernel
+# (section 4.11), input checks with plain messages, and zeros instead of NaN for a query with
+# nothing to attend to (section 4.5).
+#
+# ## 4.8 Heads built by hand, and heads that were learned (core, 7 min)
+#
+# A weight matrix is easiest to read as a heatmap: row $i$ shows where query $i$ looks. The
+# four heads below were **built by hand** (`course_lib.attention.examples.toy_sentence`): each
+# token's input vector holds a one-hot of its position, of its word and of its part of speech,
+# and each head's $W_Q$ and $W_K$ match one feature of the query against one feature of the
+# key. The sentence ends with two padding tokens, masked out.
+
+# %%
+sent = toy_sentence()
+pad_row = ref.padding_mask([sent.length], len(sent.tokens))[0]  # (1, L)
+toy_weights = [  # one (L, L) matrix per head
+    ref.attention_weights(sent.X @ sent.w_q[i], sent.X @ sent.w_k[i], pad_row)
+    for i in range(sent.n_heads)
+]
+fig, axes = plt.subplots(1, 4, figsize=(16, 4.2))
+for i, ax in enumerate(axes):
+    heatmap(
+        ax,
+        toy_weights[i],
+        title=f"head {i}: {HEAD_NAMES[i]}",
+        xlabel="key (attended to)",
+        ylabel="query",
+        xticklabels=sent.tokens,
+        yticklabels=sent.tokens,
+        colorbar=False,
+        cmap="Blues",
+    )
+fig.suptitle("Attention weights of four hand-built heads (padding masked)")
+fig.tight_layout()
+plt.show()
+
+# %% [markdown]
+# Head 0 looks one token back (the diagonal just below the main one); head 1 links equal
+# words (the two "the"s find each other); heads 2 and 3 send every query to the nouns and to
+# the verbs. The padding columns are empty in every head.
+
+# %%
+prev = toy_weights[0]
+assert all(prev[i].argmax() == i - 1 for i in range(1, sent.length))  # head 0: one back
+assert toy_weights[1][4, 0] == toy_weights[1][4, 4] > 0.3  # the second "the" finds the first
+np.testing.assert_array_equal(np.stack(toy_weights)[:, :, sent.length :], 0)  # padding
+
+# %% [markdown]
+# Nobody writes the weights of a real model. A head **learns** them by gradient descent, and
+# here we watch one do it. The task (`course_lib.attention.learned`) is section 4.6's: a
+# sequence of 12 random tokens from a vocabulary of 8, and at every position two outputs, the
+# token one place back and the token two places back. The model is as small as a layer gets:
+# token plus position embeddings, one causal `MultiHeadAttention` of width 32, and a linear
+# read-out per output, with no residual connection, so everything the read-out knows has come
+# through attention. We train it twice, with one head and with two (the same $4 \cdot 32^2$
+# attention weights either way), for 300 steps of Adam on fresh random batches: about a second
+# each.
+
+# %%
+runs = {n_heads: train_look_back(n_heads, offsets=(1, 2), seed=0) for n_heads in (1, 2)}
+for n_heads, run in runs.items():  # the exact low figure moves by a point from CPU to CPU
+    acc = ", ".join(
+        "100%" if a > 0.99 else f"{a:.0%}" if a > 0.3 else "< 30%" for a in run.accuracy
+    )
+    print(f"{n_heads} head(s): accuracy on fresh sequences (1 back, 2 back): {acc}")
+assert min(runs[2].accuracy) > 0.99  # two heads: both outputs right
+assert max(runs[1].accuracy) > 0.99 and min(runs[1].accuracy) < 0.3  # one head: one of them
+
+# %% [markdown]
+# Two heads solve both outputs; one head solves one and does little better than guessing on
+# the other (1 in 8 is chance). That is an experiment, not a proof that one head can never do
+# it: a wider head or a longer run might squeeze more out of unequal weights, but this is the
+# solution gradient descent found.
+# Now look at what the heads learned, on one sequence, beside the hand-built previous-token
+# head:
+
+# %%
+seq = torch.tensor([3, 1, 4, 1, 5, 2, 6, 5, 3, 5, 0, 7])  # 12 tokens
+learned = {n: learned_head_weights(run.model, seq) for n, run in runs.items()}  # (h, L, L)
+panels = [("hand-built: previous token", prev[: sent.length, : sent.length], sent.tokens)]
+letters = [("ABCDEFGH"[t]) for t in seq.tolist()]
+panels += [(f"learned, 2-head model: head {i}", learned[2][i], letters) for i in range(2)]
+panels += [("learned, 1-head model: its head", learned[1][0], letters)]
+fig, axes = plt.subplots(1, 4, figsize=(16, 4.2))
+for ax, (title, weights, labels) in zip(axes, panels, strict=True):
+    heatmap(
+        ax,
+        weights,
+        title=title,
+        xlabel="key (attended to)",
+        ylabel="query",
+        xticklabels=labels,
+        yticklabels=labels,
+        colorbar=False,
+        cmap="Blues",
+    )
+fig.suptitle("A hand-built head and three learned ones (causal mask: nothing above the diagonal)")
+fig.tight_layout()
+plt.show()
+print("offset each learned head looks back by: 2 heads", attended_offsets(learned[2]), end="")
+print(", 1 head", attended_offsets(learned[1]))
+
+# %% [markdown]
+# The two-head model's heads have split the work: one is a previous-token head, just like the
+# hand-built head 0, and the other looks exactly two places back. Nobody told them which head
+# should take which offset (another seed can swap them) or how to find a position: each
+# learned, from the position embeddings, a query at position $i$ that matches the key of
+# position $i - 1$ (or $i - 2$), sharp enough to put almost all of its weight there. The
+# one-head model had to choose, and chose one place: its single distribution cannot serve two
+# outputs, as section 4.6 argued. Trained language models have previous-token heads too: in
+# the small attention-only models that Elhage et al. (2021, in the references) take apart, one
+# is half of the "induction" circuit that copies what followed an earlier occurrence of the
+# current token.
+
+# %%
+assert sorted(attended_offsets(learned[2])) == [1, 2]
+for i, offset in enumerate(attended_offsets(learned[2])):
+    rows = np.arange(2, len(seq))
+    assert learned[2][i][rows, rows - offset].min() > 0.8  # nearly all the weight there
+
+# %% [markdown]
+# ## 4.9 Self-attention does not know the order of its inputs (core, 2 min)
 #
 # Nothing in eqs. (13)–(18) refers to positions. If we shuffle the tokens of a self-attention
 # input, every query still sees the same set of keys and values, so each output is unchanged
 # and only moves with its token: self-attention is **permutation-equivariant**,
-# $f(PX) = P f(X)$ for every permutation matrix $P$. The handwritten notes put it as
-# "self-attention is orderless (a set operation)"; the slides say a Transformer is *invariant*
-# to the order of its inputs, which is true of order-free summaries of the outputs (their mean,
-# say), while the outputs themselves are permuted along with the inputs.
+# $f(PX) = P f(X)$ for every permutation matrix $P$. The handwritten notes put it in four
+# words: "Self-attention is orderless (set operation)". Order-free summaries of the outputs,
+# such as their mean, are *invariant*: they do not change at all (chapter 6 takes up the lecture
+# slides' use of that word for the outputs themselves).
 
 # %%
 perm = rng.permutation(6)
@@ -594,49 +676,16 @@ print("permutation:", perm, " outputs permuted the same way: True")
 # argument of every function here is for. A causal mask also breaks the symmetry (the mask
 # itself depends on positions).
 #
-# ## 4.8 Looking at attention: one heatmap per head
+# ## 4.10 Explore attention: the toy heads and your own vectors (optional, 6 min)
 #
-# A weight matrix is easiest to read as a heatmap: row $i$ shows where query $i$ looks. The
-# course downloads no trained model, so the four heads below were *built by hand*
-# (`course_lib.attention.examples.toy_sentence`): each token's input vector holds a one-hot of
-# its position, of its word and of its part of speech, and each head's $W_Q$ and $W_K$ match one
-# feature of the query against one feature of the key. The sentence has two padding tokens,
-# masked out.
+# The first explorer shows the hand-built heads of section 4.8. Choose a head, a mask and a
+# **temperature** $T$, which divides the logits before the softmax ($T < 1$ sharpens the
+# weights towards the largest logit, $T > 1$ flattens them towards uniform; the $1/\sqrt{d_k}$
+# of eq. (13) is a fixed temperature). On the website the widgets show their stored state; run
+# the notebook to play with them.
 
 # %%
-sent = toy_sentence()
-pad_row = ref.padding_mask([sent.length], len(sent.tokens))[0]  # (1, L)
-fig, axes = plt.subplots(1, 4, figsize=(16, 4.2))
-for head_i, ax in enumerate(axes):
-    Wts = ref.attention_weights(sent.X @ sent.w_q[head_i], sent.X @ sent.w_k[head_i], pad_row)
-    heatmap(
-        ax,
-        Wts,
-        title=f"head {head_i}: {HEAD_NAMES[head_i]}",
-        xlabel="key (attended to)",
-        ylabel="query",
-        xticklabels=sent.tokens,
-        yticklabels=sent.tokens,
-        colorbar=False,
-        cmap="Blues",
-    )
-fig.suptitle("Attention weights of four hand-built heads (padding masked)")
-fig.tight_layout()
-plt.show()
-
-# %% [markdown]
-# Each row is one query's weights and sums to one. Head 0 looks one token back (a diagonal
-# just below the main one); head 1 links equal words (the two "the"s find each other); heads 2
-# and 3 send every query to the nouns and to the verbs. The padding columns are empty in every
-# head. Heads of trained models are rarely this clean: these were written to be readable.
-#
-# Explore them: choose a head, a mask and a **temperature** $T$, which divides the logits before
-# the softmax ($T < 1$ sharpens the weights towards the largest logit, $T > 1$ flattens them
-# towards uniform; the $1/\sqrt{d_k}$ of eq. (13) is a fixed temperature). On the website the
-# widget shows its stored state; run the notebook to play with it.
-
-# %%
-from course_lib.attention.widget import explorer
+from course_lib.attention.widget import explorer, own_explorer
 
 explorer()
 
@@ -645,54 +694,45 @@ explorer()
 # so they spread their weight over what they can see; at temperature 0.1 every head becomes
 # a hard lookup; at 10 every head becomes a plain average.
 #
-# ## 4.9 What attention costs
+# The second explorer takes **your own** queries and keys: one vector per line, numbers
+# separated by spaces or commas, with an optional label before a colon (`cat: 1 0`). Every
+# query is compared with every key by eq. (13). Try a query equal to one of the keys; then
+# double every number of that query (the weights sharpen: the logits are dot products, not
+# cosines); then add a key that is a multiple of the query.
+
+# %%
+own_explorer()
+
+# %% [markdown]
+# ## 4.11 What attention costs (optional, 8 min)
 #
 # **FLOPs.** For self-attention over $L$ tokens of width $d = h\,d_k$, counting a multiply-add
 # as two FLOPs (chapter 1): the four projections cost $8Ld^2$; the scores $QK^\top$ and the
 # weighted sum $AV$ cost $2L^2d$ each; the softmax a few operations per logit. A position-wise
-# feed-forward network with hidden width $d_\text{ff} = 4d$ costs $16Ld^2$. The projections and
-# the FFN grow linearly with $L$, the scores and weighted sum quadratically.
+# feed-forward network (FFN) with hidden width $d_\text{ff} = 4d$ costs $16Ld^2$. So the
+# projections and the FFN grow linearly with $L$, the scores and the weighted sum
+# quadratically, and the ratio of the two is
 #
-# The handwritten notes claim that *for typical Transformer dimensions and modest sequence
-# lengths ($T < 1000$), the compute of the FFN is much greater than that of multi-head
-# attention*. Let us count.
+# $$\frac{\text{FFN}}{\text{attention}} = \frac{16 L d^2}{8 L d^2 + 4 L^2 d} = \frac{4d}{2d + L}
+#   \quad\text{(softmax aside)},$$
+#
+# at most 2 for short sequences and 1 at $L = 2d$: beyond that attention costs more.
 
 # %%
-print(" d_model     L   FFN / attention (all)   FFN / attention (L^2 part only)")
 for d in (512, 768, 1024):
-    for L_ in (128, 512, 1000):
-        f = attention_flops(L_, L_, d, d // 64)
-        ffn = ffn_flops(L_, d)
-        core = f["scores"] + f["weighted_sum"] + f["softmax"]
-        print(f"{d:8d} {L_:5d} {ffn / f['total']:18.2f} {ffn / core:27.2f}")
-for d in (512, 768, 1024):
+    f = attention_flops(512, 512, d, d // 64)
     print(
-        f"d_model = {d}: equal FLOPs at L = {crossover_length(d):.0f} (all), "
-        f"{crossover_length(d, core_only=True):.0f} (L^2 part only)"
+        f"d_model = {d:4d}: FFN / attention at L = 512 is {ffn_flops(512, d) / f['total']:.2f}; "
+        f"equal at L = {crossover_length(d):.0f}"
     )
-assert crossover_length(512) == 1024 and crossover_length(768) == 1536
-
-# %% [markdown]
-# The claim holds only in a weak form. Counting the whole attention layer (with its four
-# projections), the FFN/attention ratio is $16d^2 / (8d^2 + 4Ld) = 4d/(2d + L)$ (softmax
-# aside), which is **never more than 2**: "much greater" is not right for any $L$. The FFN
-# does cost more than attention for $L < 2d$, so for $L < 1000$ at $d \ge 512$; at $d = 512$,
-# $L = 1000$ the two are already about equal. If "attention" means only the quadratic part
-# (scores and weighted sum), the ratio is $4d/L$, which is large for short sequences (16 at
-# $d = 512, L = 128$), and the notes' statement is fair. Either way the crossover grows with the
-# width, which is why large models spend most of their FLOPs in the FFN until the context gets
-# long. A picture for $d = 768$ (GPT-2 small):
+    assert crossover_length(d) == 2 * d
 
 # %%
 Ls = np.array([64, 128, 256, 512, 1024, 2048, 4096, 8192])
 d = 768
-proj = [attention_flops(int(L_), int(L_), d, 12)["projections"] / L_ for L_ in Ls]
-core = [
-    (lambda f: (f["scores"] + f["weighted_sum"] + f["softmax"]) / L_)(
-        attention_flops(int(L_), int(L_), d, 12)
-    )
-    for L_ in Ls
-]
+flops = [attention_flops(int(L_), int(L_), d, 12) for L_ in Ls]
+proj = np.array([f["projections"] for f in flops]) / Ls / 1e9  # GFLOPs per token
+quad = np.array([f["scores"] + f["weighted_sum"] + f["softmax"] for f in flops]) / Ls / 1e9
 fig, ax = new_axes(
     "FLOPs per token of one layer, d_model = 768, 12 heads",
     "sequence length L",
@@ -700,9 +740,9 @@ fig, ax = new_axes(
     logx=True,
     logy=True,
 )
-ax.plot(Ls, np.array(proj) / 1e9, marker="o", label="attention: Q, K, V, O projections (8 d^2)")
-ax.plot(Ls, np.array(core) / 1e9, marker="o", label="attention: scores + weighted sum (~4 L d)")
-ax.plot(Ls, np.array(proj) / 1e9 + np.array(core) / 1e9, marker="o", label="attention, total")
+ax.plot(Ls, proj, marker="o", label="attention: Q, K, V, O projections (8 d^2)")
+ax.plot(Ls, quad, marker="o", label="attention: scores + weighted sum (~4 L d)")
+ax.plot(Ls, proj + quad, marker="o", label="attention, total")
 ax.plot(Ls, [ffn_flops(1, d) / 1e9] * len(Ls), ls="--", label="FFN, d_ff = 4 d (16 d^2)")
 ax.axvline(crossover_length(d), color="grey", ls=":", lw=1, label="L = 2 d: FFN = attention")
 ax.legend(fontsize=8)
@@ -711,311 +751,430 @@ plt.show()
 
 # %% [markdown]
 # **Time and memory, measured.** The explicit computation stores the $(B, h, L, L)$ logits and
-# weights (and the backward pass needs them), so its memory grows as $L^2$. PyTorch's fused
+# weights (and the backward pass needs them), so its memory grows like $L^2$. PyTorch's fused
 # kernel computes the softmax block by block in the manner of FlashAttention
 # {cite}`dao2022flashattention`, never storing an $L \times L$ matrix, and recomputes what the
-# backward pass needs. Below, forward plus backward for one sequence and 4 heads of 32; the
-# memory is the peak of tensor bytes alive at once, counted by following every tensor PyTorch
-# creates (`course_lib.measure.peak_tensor_memory`), and the times are the best of two
-# measurements (each a loop of at least 50 ms) on one CPU thread of this machine (one thread, so that the curves show the arithmetic
-# and not how well small operations spread over cores; yours will differ).
+# backward pass needs. Below, forward plus backward for one sequence and 4 heads of 32, at
+# three lengths. The memory is the peak of tensor bytes alive at once, counted exactly by
+# following every tensor PyTorch creates (`course_lib.measure.peak_tensor_memory`), so it is
+# the same on every machine. The time is the best of 5 interleaved rounds on one CPU thread
+# (`course_lib.attention.cost.interleaved_times`), and yours will differ; a best time that the
+# second-best round does not reproduce within 25% is noise, not data, and is flagged.
 
 # %%
 # NBVAL_IGNORE_OUTPUT
-lengths_ = [64, 128, 256, 512, 1024]
 threads = torch.get_num_threads()
-torch.set_num_threads(1)
-rows = measure_attention(lengths_, batch=1, n_heads=4, d_head=32, repeats=2, device=device)
+torch.set_num_threads(1)  # one thread: the curves show the arithmetic, not the thread pool
+rows = measure_attention([256, 512, 1024], batch=1, n_heads=4, d_head=32, repeats=5)
 torch.set_num_threads(threads)
-for r in rows:
-    print(
-        f"L = {r['L']:5d}  {r['implementation']:8s}  {1000 * r['seconds']:8.2f} ms  "
-        f"peak {r['peak_MiB']:7.2f} MiB  (one (B, h, L, L) tensor: {r['weights_MiB']:6.2f} MiB)"
+cost = {
+    (r["implementation"], key): np.array(
+        [s[key] for s in rows if s["implementation"] == r["implementation"]]
     )
-
-# %%
-mem = {
-    name: np.array([r["peak_MiB"] for r in rows if r["implementation"] == name])
-    for name in ("explicit", "fused")
+    for r in rows
+    for key in ("seconds", "peak_MiB")
 }
-growth = mem["explicit"][-1] / mem["explicit"][-2]  # L 512 -> 1024
-print(f"explicit: peak memory x{growth:.1f} when L doubles (512 -> 1024)")
-assert 3.0 < growth < 4.5  # quadratic: x4 per doubling, plus a linear part
-assert mem["fused"][-1] / mem["fused"][-2] < 2.5  # linear: x2 per doubling
-assert mem["fused"][-1] < mem["explicit"][-1] / 5
-
-# %%
-fig, axes = plt.subplots(1, 2, figsize=(10, 3.8))
 for name in ("explicit", "fused"):
-    pts = [r for r in rows if r["implementation"] == name]
-    axes[0].plot([r["L"] for r in pts], [r["seconds"] for r in pts], marker="o", label=name)
-    axes[1].plot([r["L"] for r in pts], [r["peak_MiB"] for r in pts], marker="o", label=name)
-Lx = np.array(lengths_, dtype=float)
-axes[1].plot(Lx, mem["explicit"][-1] * (Lx / Lx[-1]) ** 2, ls=":", color="grey", label="~ L^2")
-axes[0].set(
-    title="Time, forward + backward", xlabel="L", ylabel="seconds", xscale="log", yscale="log"
-)
-axes[1].set(
-    title="Peak tensor memory, forward + backward",
-    xlabel="L",
-    ylabel="MiB",
-    xscale="log",
-    yscale="log",
-)
-for ax in axes:
-    ax.legend()
-fig.tight_layout()
-plt.show()
+    t, m = cost[name, "seconds"], cost[name, "peak_MiB"]
+    print(f"{name:8s} L = 256 -> 1024: time x{t[-1] / t[0]:4.1f}, peak memory x{m[-1] / m[0]:4.1f}")
+noisy = [f"{r['implementation']} at L = {r['L']}" for r in rows if not steady(r)]
+print("unsteady times (rerun on a quieter machine):", ", ".join(noisy) if noisy else "none")
 
 # %% [markdown]
-# The explicit memory follows the $L^2$ line; the fused kernel's grows linearly. Time grows
-# as $L^2$ for both once the quadratic products dominate (the fused kernel does the same
-# arithmetic, it only avoids the memory traffic). `benchmarks/attention.py` runs the full
-# measurement (B = 8, L = 512, $d_\text{model} = 512$, 8 heads, and $L$ up to 4096); its
-# results are in section 4.11.
-#
-# ## 4.10 What the notes get wrong
-#
-# Every claim above is checked by an assertion; these are the places where the notes and the
-# checks disagree, with the correct form.
-#
-# 1. **The worked example of {cite}`may2024transformer` is unscaled.** Its result $[1.9, 6.7,
-#    1.6]$ needs $\operatorname{softmax}(QK^\top)$, contradicting its own footnote and eq. (13);
-#    with the $1/\sqrt{d_k}$ scaling ($d_k = 3$) the result is $[1.86, 6.32, 1.70]$ (section
-#    4.4). The notes also never give the inputs; $\mathbf{x}_1 = [1,0,1,0]$, $\mathbf{x}_2 =
-#    [0,2,0,2]$, $\mathbf{x}_3 = [1,1,1,1]$ reproduce the numbers, and because the matrices have
-#    repeated rows, other inputs do as well.
-# 2. **The footnote of the same notes says "divide by the dimension of K"**; the divisor is
-#    the *square root* of the key width $d_k$ (section 4.3 shows why).
-# 3. **The causal mask is multiplied into the probabilities** ("element-wise multiplied with
-#    $\alpha$"). That leaves rows that do not sum to one; the mask must be applied to the
-#    logits ($-\infty$ before the softmax), or the product renormalised (section 4.5).
-# 4. **"$V\alpha$ would give the result"** in the same notes has the factors in the wrong
-#    order: with one query per row of $\alpha$ ($5 \times 5$) and one value per row of $V$, the
-#    result is $\alpha V$; $V\alpha$ is not even defined unless $d_v = 5$. Checked below.
-# 5. **The slides' sums run over the wrong index range** {cite}`marlin2022transformers`: the
-#    softmax denominator sums $j'$ from 1 to $T$ and the output $\mathbf{h}_i = \sum_{j=1}^{K}
-#    a_{ij}\mathbf{v}_j$ sums to $K$, but there are $M$ objects ($T$ is never defined and $K$ is
-#    the width of a vector). Both sums run over $j = 1, \dots, M$. The slides also use $L$ for
-#    the number of heads. Checked below: summing only the first $K$ values gives a different
-#    answer.
-# 6. **The handwritten notes' "FFN compute $\gg$ MHA compute for $T < 1000$"** holds for the
-#    quadratic part of attention only; against the whole layer the FFN is at most twice as
-#    expensive, and they are equal at $L = 2d$ (section 4.9).
-# 7. A smaller point of naming: section 2.1 of {cite}`strabel2023transformers` calls eq. (13)
-#    "Dot-Product Attention", though it is the *scaled* form, and eq. (18) writes
-#    $\operatorname{concat}(A_1, \dots, A_h)$ for the heads defined as $A^i$ in eq. (17).
+# Quadrupling $L$ multiplies an $L^2$ quantity by 16. The explicit computation's memory grows
+# almost that much (about 15-fold: its inputs, outputs and their gradients grow only like $L$),
+# and so does its time, give or take the linear parts and fixed overheads. The fused kernel's time
+# also grows like $L^2$ (it does the same arithmetic), but its memory grows only like $L$: it
+# keeps no $L \times L$ matrix.
 
 # %%
-alpha = masked  # (5, 5) weights, one query per row
-V5 = rng.standard_normal((5, 3))  # (5, d_v = 3): one value per row
-print("alpha V:", (alpha @ V5).shape)
-try:
-    V5 @ alpha
-except ValueError:
-    print(f"V alpha: undefined, a {V5.shape} matrix times a {alpha.shape} one")
+assert 12 < cost["explicit", "peak_MiB"][-1] / cost["explicit", "peak_MiB"][0] <= 16  # ~ L^2
+assert cost["fused", "peak_MiB"][-1] / cost["fused", "peak_MiB"][0] < 4.5  # ~ L
+assert cost["explicit", "seconds"][-1] / cost["explicit", "seconds"][0] > 6  # well above x4
 
-# The slides' output sum, h_i = sum_{j=1}^{K} a_ij v_j, with M = 4 objects of width K = 2:
-h_slides = sum(A[i, j] * V[j] for j in range(Kdim))  # sums over j = 1..K only
-h_right = sum(A[i, j] * V[j] for j in range(M))  # sums over all M objects
-np.testing.assert_allclose(h_right, H[i])
+# %% [markdown]
+# ## 4.12 What the notes get wrong (core, 5 min)
+#
+# Every claim above is checked by an assertion; these are the places where the notes and the
+# checks disagree. Each statement is reproduced as printed (`course_lib.attention.as_printed`)
+# and compared with the correct form.
+#
+# **1. May's notes, section 1.1: the worked example is computed without the scaling.** Its
+# weights $[.06, .47, .47]$ and result $[1.9, 6.7, 1.6]$ are those of
+# $\operatorname{softmax}(QK^\top)V$, although the notes' own footnote and eq. (13) of
+# Strabel's notes divide the scores by $\sqrt{d_k}$. With the scaling ($d_k = 3$) the weights
+# are $[.14, .43, .43]$ and the result $[1.86, 6.32, 1.70]$ (section 4.4). The notes also never
+# give the input vectors; section 4.4 gives inputs that reproduce every printed number.
+
+# %%
+printed = as_printed.may_worked_example()
+np.testing.assert_array_equal(printed["weights"].round(2), [0.06, 0.47, 0.47])  # as printed
+np.testing.assert_array_equal(printed["result"].round(1), [1.9, 6.7, 1.6])  # as printed
+np.testing.assert_array_equal(A4[0].round(2), [0.14, 0.43, 0.43])  # eq. (13)
+np.testing.assert_array_equal(out4[0].round(2), [1.86, 6.32, 1.70])  # eq. (13)
+
+# %% [markdown]
+# **2. May's notes, footnote 6: "divide by the dimension of K".** The footnote's formula has
+# $\sqrt{|K|}$, but its words say to divide by the dimension; the divisor is the *square root*
+# of the key width $d_k$ (section 4.3 shows why), and "the dimension of K" must mean $d_k = 3$,
+# the width of a key, not the size of the $4 \times 3$ matrix the notes also call $K$. Dividing
+# by $d_k$ makes the weights too soft:
+
+# %%
+by_dimension = as_printed.may_footnote_weights(Q4, K4)
+print("divided by d_k:", by_dimension[0].round(2), " by sqrt(d_k):", A4[0].round(2))
+assert not np.allclose(by_dimension, A4)
+
+# %% [markdown]
+# **3. May's notes, section 1.1: the causal mask is "element-wise multiplied with $\alpha$"**,
+# the weights after the softmax. That zeroes the forbidden weights but leaves the others as they
+# were, so the rows no longer sum to one: the output is no longer an average, and token 0,
+# which may only see itself, outputs its value shrunk towards zero. The mask belongs on the
+# logits ($-\infty$ before the softmax, section 4.5); renormalising the product repairs it.
+
+# %%
+multiplied = as_printed.may_masked_weights(S, M5)  # (5, 5): softmax first, then times M
+print("row sums as printed:", multiplied.sum(axis=1).round(3))
+assert np.all(multiplied.sum(axis=1)[:-1] < 1)
+assert not np.allclose((multiplied @ Vm)[0], Vm[0])  # token 0's output is shrunk
+np.testing.assert_allclose(multiplied / multiplied.sum(axis=1, keepdims=True), masked)
+
+# %% [markdown]
+# **4. May's notes, section 1.1: "$V\alpha$ would give the result".** With one query per row
+# of $\alpha$ ($5 \times 5$) and one value per row of $V$ ($5 \times d_v$), the result is
+# $\alpha V$, whose row $i$ averages the values with query $i$'s weights (chapter 1's row view);
+# $V\alpha$ is not even defined unless $d_v = 5$.
+
+# %%
+V5 = rng.standard_normal((5, 3))  # (5, d_v = 3): one value per row
+print("alpha V:", (masked @ V5).shape)
+try:
+    as_printed.may_v_alpha(V5, masked)
+except ValueError as err:
+    print(err)
+
+# %% [markdown]
+# **5. The lecture slides, "Computing Attention": the sums run over the wrong range.** The
+# softmax's denominator sums $j'$ from 1 to $T$ and the output $\mathbf{h}_i = \sum_{j=1}^{K}
+# a_{ij}\mathbf{v}_j$ sums to $K$, but there are $M$ objects ($T$ is never defined, and $K$ is
+# the width of a vector). Both sums run over $j = 1, \dots, M$, as in section 4.1. (The slides
+# also scale by $1/\sqrt{k}$ for vectors of length $K$, and use $L$ for the number of heads.)
+
+# %%
+h_slides = as_printed.slides_output(A, V, i, Kdim)  # sums over j = 1..K = 2 only
+np.testing.assert_allclose(H[i], sum(A[i, j] * V[j] for j in range(M)))  # all M = 4 objects
 assert not np.allclose(h_slides, H[i])
 
 # %% [markdown]
-# ## 4.11 Parity and benchmark results
-#
-# **Parity** (all in float64, `tests/test_attention.py` and the conformance suite): the NumPy
-# reference and the PyTorch implementation agree to $10^{-10}$ on every function; our explicit
-# attention agrees with `F.scaled_dot_product_attention` (with and without boolean masks,
-# additive biases and custom scales); our multi-head attention agrees with
-# `torch.nn.MultiheadAttention` after copying the weights, for self- and cross-attention (with
-# different key and value widths), with and without biases, causal and padding masks; the
-# course's `MultiHeadAttention` module agrees with both, with the fused kernel and without; and
-# `torch.autograd.gradcheck` passes on every function and on the module.
-#
-# **Benchmark** (`python -m benchmarks.run attention`: forward + backward, float32, on a
-# shared 2-core x86 CPU with PyTorch 2.13 and 2 threads; the layers: best of 5 interleaved
-# rounds; the sweep: best of 3 measurements, each a loop of at least 50 ms, so that a short
-# call is not timed alone; your machine will give other times):
-#
-# | B | L | $d_\text{model}$, heads | what | seconds | peak MiB |
-# | --- | --- | --- | --- | --- | --- |
-# | 8 | 512 | 512, 8 | `torch.nn.MultiheadAttention` | 0.199 | 97 |
-# | 8 | 512 | 512, 8 | course `MultiHeadAttention` (fused kernel) | 0.178 | 76 |
-# | 8 | 512 | 512, 8 | course `MultiHeadAttention` (explicit) | 0.262 | 228 |
-# | 8 | 512 | 512, 8 | `F.scaled_dot_product_attention` alone | 0.074 | 40 |
-# | 8 | 512 | 512, 8 | explicit attention alone | 0.152 | 216 |
-#
-# The target, the course's module within 1.3x of `torch.nn.MultiheadAttention`, is met (0.90x:
-# both use the same fused kernel and one packed input projection). The explicit attention takes
-# 2.1x the time of the fused kernel and 5.4x its peak memory. Over $L$ (B = 1, 8 heads of 64):
-#
-# | L | explicit: seconds | explicit: peak MiB | fused: seconds | fused: peak MiB |
-# | --- | --- | --- | --- | --- |
-# | 128 | 0.00096 | 2.2 | 0.00099 | 1.2 |
-# | 256 | 0.0025 | 7.5 | 0.0027 | 2.5 |
-# | 512 | 0.010 | 27 | 0.0097 | 5 |
-# | 1024 | 0.068 | 102 | 0.036 | 10 |
-# | 2048 | 0.32 | 396 | 0.12 | 20 |
-# | 4096 | 1.71 | 1560 | 0.58 | 40 |
-#
-# The explicit computation's memory grows 3.9x per doubling of $L$ at the top of the range
-# (quadratic), the fused kernel's 2x (linear): at $L = 4096$ it is 40 MiB against 1.5 GiB.
-#
+# **6. The handwritten notes, "Sub-quadratic self-attention": "for typical Transformer
+# dimensions and modest sequence lengths ($T < 1000$) compute for FFN $\gg$ compute for
+# MHA".** Counting the whole attention layer, FFN/attention $= 4d/(2d + L)$ (section 4.11),
+# which is **never more than 2**, so "much greater" holds for no $L$; at $d = 512$ the two are
+# equal at $L = 1024$. The claim is fair only for the quadratic part of attention alone
+# (scores and weighted sum, ratio $4d/L$: 16 at $d = 512$, $L = 128$).
+
+# %%
+ratios = [ffn_flops(L_, 512) / attention_flops(L_, L_, 512, 8)["total"] for L_ in (8, 128, 999)]
+print("FFN / attention at d = 512, L = 8, 128, 999:", np.round(ratios, 2))
+assert max(ratios) < 2 and ratios[-1] > 1  # at most 2; the FFN still costs more below L = 2d
+
+# %% [markdown]
+# **7. Smaller points of naming and notation.** Strabel's notes, section 2.1, call eq. (13)
+# "Dot-Product Attention", though it is the *scaled* form, and eq. (18) writes
+# $\operatorname{concat}(A_1, \dots, A_h)$ for the heads defined as $A^i$ in eq. (17). The
+# handwritten notes give the queries their own width, $Q \in \mathbb{R}^{d_q \times d}$, but
+# $\mathbf{q}_i^\top\mathbf{k}_j$ is defined only when $d_q = d_k$.
+
+# %% [markdown]
 # ## Exercises
 #
-# Each exercise gives you a function to write and a checker that runs it on several inputs,
-# including edge cases, and tells you what is wrong. Replace the body of the stub and run the
-# cell. Solutions are folded below each exercise (on the website) or in cells tagged
-# `solution` (in the notebook).
+# Four kinds: write a function and let a checker run it on several inputs, including edge
+# cases, and tell you what is wrong; predict a number, then run the cell; answer a question in
+# words; and one stretch problem. Replace the body of each stub and run its cell. Solutions are
+# folded below each exercise (on the website) or in cells tagged `solution` (in the notebook).
 #
-# ```{exercise} Attention for one query
-# :label: ex-attention-one-query
+# ```{exercise} Cross-attention over padded keys
+# :label: ex-attention-cross
 #
-# Write `attend(q, K, V)` for one query `q` of shape $(d_k,)$, keys `K` of shape $(L, d_k)$ and
-# values `V` of shape $(L, d_v)$: return $\operatorname{softmax}(K\mathbf{q}/\sqrt{d_k})^\top V$,
-# of shape $(d_v,)$, using NumPy only. One of the checker's inputs has logits near 2800, so
-# make your softmax stable (chapter 2).
+# A decoder's queries attend over the encoder's outputs (cross-attention, section 4.2), and a
+# batch of encoder outputs is padded to one length. Write `cross_attend(x_q, x_kv, kv_lengths,
+# w_q, w_k, w_v)` for one head, in NumPy: `x_q` of shape $(B, L_q, d)$ gives the queries,
+# `x_kv` of shape $(B, L_{kv}, d)$ the keys and values, and only the first `kv_lengths[b]`
+# positions of sequence $b$ of `x_kv` are real (the rest is padding). Return the attention
+# output of shape $(B, L_q, d_v)$. Think about which axis of the logits the padding mask acts
+# on, and what a sequence with no real position at all should give (the checker has one).
 # ```
 
 
 # %%
-def attend(q, K, V):
+def cross_attend(x_q, x_kv, kv_lengths, w_q, w_k, w_v):
     raise NotImplementedError  # your code here
 
 
-check.attention_one_query(attend)
+check.cross_attention(cross_attend)
 
 # %% [markdown] tags=["solution"]
-# ```{solution-start} ex-attention-one-query
+# ```{solution-start} ex-attention-cross
 # :class: dropdown
 # ```
 
 
 # %% tags=["solution"]
-def attend(q, K, V):
-    q, K, V = (np.asarray(a, dtype=float) for a in (q, K, V))
-    s = K @ q / np.sqrt(q.shape[0])  # (L,): one logit per key
-    e = np.exp(s - s.max())  # stable: the largest becomes exp(0) = 1
-    a = e / e.sum()  # (L,): the weights a_j
-    return a @ V  # (d_v,): sum_j a_j v_j
+def cross_attend(x_q, x_kv, kv_lengths, w_q, w_k, w_v):
+    q, k, v = x_q @ w_q, x_kv @ w_k, x_kv @ w_v  # (B, L_q, d_k), (B, L_kv, d_k), (B, L_kv, d_v)
+    logits = q @ k.transpose(0, 2, 1) / np.sqrt(q.shape[-1])  # (B, L_q, L_kv)
+    real = np.arange(x_kv.shape[1]) < np.asarray(kv_lengths)[:, None]  # (B, L_kv): real keys
+    logits = np.where(real[:, None, :], logits, -np.inf)  # mask key columns, for every query
+    return softmax(logits) @ v  # (B, L_q, d_v); chapter 2's softmax gives 0 for an empty row
 
 
-check.attention_one_query(attend, require=True)
+check.cross_attention(cross_attend, require=True)
+
+# %% [markdown] tags=["solution"]
+# ```{solution-end}
+# ```
+#
+# The mask has shape $(B, 1, L_{kv})$: one row per sequence, broadcast over the queries, as
+# `ref.padding_mask` builds it (section 4.5). A fully padded sequence leaves each query with
+# nothing to attend to, and chapter 2's softmax returns zeros there instead of $0/0$.
+
+# %% [markdown]
+# ```{exercise} A previous-token head, by hand
+# :label: ex-attention-previous-token
+#
+# Section 4.8's learned head looks one token back. Build one yourself. The input of a sequence
+# of $L$ tokens is $X = I_L$: token $i$ is the one-hot vector of its position. Write
+# `previous_token_head(L)` returning a pair `(W_Q, W_K)` of matrices of shape $(L, d_k)$ (you
+# choose $d_k$) such that, with the weights $\operatorname{softmax}(XW_Q (XW_K)^\top /
+# \sqrt{d_k})$ and no mask, every query $i \ge 1$ puts at least 90% of its weight on key
+# $i - 1$. Think about which key each query's vector should match, and how large the logits
+# must be for the softmax to be that sharp when $L = 16$.
+# ```
+
+
+# %%
+def previous_token_head(L):
+    raise NotImplementedError  # your code here
+
+
+check.previous_token_head(previous_token_head)
+
+# %% [markdown] tags=["solution"]
+# ```{solution-start} ex-attention-previous-token
+# :class: dropdown
+# ```
+
+
+# %% tags=["solution"]
+def previous_token_head(L):
+    W_K = np.eye(L)  # key j is the one-hot of position j
+    W_Q = np.eye(L, k=-1)  # query i is the one-hot of position i - 1: it asks for the key i - 1
+    # the right logit is s^2 / sqrt(L), the others 0: with s = 5 and L = 16 that is 6.25, and
+    # e^6.25 / (e^6.25 + 15) = 0.97
+    return 5 * W_Q, 5 * W_K
+
+
+check.previous_token_head(previous_token_head, require=True)
+
+# %% [markdown] tags=["solution"]
+# ```{solution-end}
+# ```
+#
+# Query 0 has no previous token; its query vector is zero, so it attends uniformly. The learned
+# heads of section 4.8 do the same job with learned position embeddings instead of one-hots.
+
+# %% [markdown]
+# ```{exercise} PyTorch's weights, head by head
+# :label: ex-attention-torch-weights
+#
+# `torch.nn.MultiheadAttention` keeps the query, key and value weights of all its heads in one
+# matrix, `in_proj_weight`, of shape $(3d, d)$ for $d = d_\text{model}$. Like `nn.Linear`, it
+# stores each weight as (out, in) and computes $x W^\top$; its first $d$ rows make the
+# queries, the next $d$ the keys and the last $d$ the values, and within each, head $i$'s
+# outputs are features $i\,d_k$ to $(i+1)\,d_k - 1$. Write `heads_from_torch(in_proj_weight,
+# h)`, in NumPy, returning `(w_q, w_k, w_v)`, each of shape $(h, d, d_k)$, such that `x @ w_q[i]`
+# are the queries of head $i$ (eq. 16). This is what the course does to compare its attention
+# with PyTorch's.
+# ```
+
+
+# %%
+def heads_from_torch(in_proj_weight, h):
+    raise NotImplementedError  # your code here
+
+
+check.torch_head_weights(heads_from_torch)
+
+# %% [markdown] tags=["solution"]
+# ```{solution-start} ex-attention-torch-weights
+# :class: dropdown
+# ```
+
+
+# %% tags=["solution"]
+def heads_from_torch(in_proj_weight, h):
+    d = in_proj_weight.shape[1]
+    per_head = []
+    for w in np.split(in_proj_weight, 3):  # W_Q, W_K, W_V as stored: (d_out, d_in) = (d, d)
+        fused = w.T  # (d_in, h*d_k): x @ fused holds every head's outputs side by side
+        per_head.append(fused.reshape(d, h, d // h).transpose(1, 0, 2))  # (h, d_in, d_k)
+    return tuple(per_head)
+
+
+check.torch_head_weights(heads_from_torch, require=True)
+
+# %% [markdown] tags=["solution"]
+# ```{solution-end}
+# ```
+#
+# Two traps: reshaping the stored $(d, d)$ matrix without transposing it first cuts it along
+# the wrong axis, and `fused.reshape(h, d, d // h)` has the right shape but cuts the *rows*
+# (input features) into blocks. Head $i$ is a block of consecutive *columns* of the transposed
+# weight; `course_lib.attention.module.from_torch_multihead` does the same in PyTorch.
+
+# %% [markdown]
+# ```{exercise} Predict, then check: a query equal to a key
+# :label: ex-attention-predict
+#
+# Three keys are random unit-variance vectors of width $d_k = 64$, and the query equals the
+# first key. Predict (roughly) the attention weight on the first key, then run the cell. (The
+# second explorer of section 4.10 lets you try the same thing with your own vectors.)
+# ```
+
+# %%
+gen_p = np.random.default_rng(3)
+keys = gen_p.standard_normal((3, 64))  # (L_k, d_k)
+w_first = ref.attention_weights(keys[0][None, :], keys)[0, 0]  # query = key 0
+prediction = None  # your prediction here
+check_prediction(prediction, round(float(w_first), 2), what="the weight on key 0", rtol=0.05)
+
+# %% [markdown] tags=["solution"]
+# ```{solution-start} ex-attention-predict
+# :class: dropdown
+# ```
+
+# %% tags=["solution"]
+prediction = 1.0  # q.k0 = |k0|^2 is about 64, so the scaled score is about 8, while the
+# scores of the other keys are about N(0, 1): e^8 dwarfs them
+assert check_prediction(prediction, round(float(w_first), 2), what="the weight", rtol=0.05).passed
 
 # %% [markdown] tags=["solution"]
 # ```{solution-end}
 # ```
 
 # %% [markdown]
-# ```{exercise} The causal mask
-# :label: ex-attention-causal
+# ```{exercise} Predict, then check: logits of wider vectors
+# :label: ex-attention-predict-variance
 #
-# Write `my_causal_mask(L)` returning a boolean NumPy array of shape $(L, L)$ that is True
-# where query $i$ may attend to key $j$ in a next-token model: on and below the diagonal.
+# The components of a query and a key of width $d_k = 64$ are independent, with mean 0 and
+# standard deviation **2** (not 1). What is the variance of the *scaled* logit
+# $\mathbf{q}^\top\mathbf{k} / \sqrt{d_k}$? Predict it, then run the cell, which samples
+# 100,000 pairs.
 # ```
 
-
 # %%
-def my_causal_mask(L):
-    raise NotImplementedError  # your code here
-
-
-check.causal_mask(my_causal_mask)
+gen_v = np.random.default_rng(5)
+qs_v, ks_v = 2 * gen_v.standard_normal((2, 100_000, 64))  # components of standard deviation 2
+scaled_var = float((np.einsum("nd,nd->n", qs_v, ks_v) / np.sqrt(64)).var())
+prediction = None  # your prediction here
+check_prediction(prediction, scaled_var, what="the variance of the scaled logit", rtol=0.05)
 
 # %% [markdown] tags=["solution"]
-# ```{solution-start} ex-attention-causal
+# ```{solution-start} ex-attention-predict-variance
 # :class: dropdown
 # ```
 
-
 # %% tags=["solution"]
-def my_causal_mask(L):
-    i = np.arange(L)[:, None]  # (L, 1): query positions
-    j = np.arange(L)[None, :]  # (1, L): key positions
-    return j <= i  # (L, L) boolean: no peeking at later tokens
-
-
-check.causal_mask(my_causal_mask, require=True)
+prediction = 16.0  # each term q_l k_l has variance 4 * 4 = 16; d_k = 64 terms give 64 * 16;
+# dividing by sqrt(64) divides the variance by 64: 16, a standard deviation of 4
+assert check_prediction(prediction, scaled_var, what="the variance", rtol=0.05).passed
 
 # %% [markdown] tags=["solution"]
+# ```{solution-end}
+# ```
+#
+# The $1/\sqrt{d_k}$ scaling removes the dependence on the width, not on the size of the
+# components: logits of standard deviation 4 already make the softmax much sharper than at
+# initialisation. The size of the queries and keys matters as much as their width, which is
+# one reason the inputs of attention are normalised (chapter 5's layer norm).
+
+# %% [markdown]
+# ```{exercise} Does a large weight mean the token matters?
+# :label: ex-attention-concept
+#
+# Heatmaps like those of section 4.8 are often read as "what the model looks at". Suppose
+# head 3 of some layer puts weight 0.95 of query $i$ on key $j$. Give at least two reasons why
+# token $j$ may nonetheless have almost no influence on what the layer outputs at position
+# $i$. (Hint: follow the computation after the weights: eqs. 17 and 18.)
+# ```
+
+# %% [markdown] tags=["solution"]
+# ```{solution-start} ex-attention-concept
+# :class: dropdown
+# ```
+#
+# The weight only says how the head's average is formed; what reaches the output is the
+# weighted *value*, then mixed by $W_O$:
+#
+# - **The value can be small.** Head $i$'s output is $\sum_j a_{ij}\mathbf{v}_j$; if
+#   $\mathbf{v}_j = X_{j\cdot} W_V$ is near zero, weight 0.95 on it contributes almost
+#   nothing. Trained models use exactly this: heads that have "nothing to do" park their weight
+#   on a token (often the first) whose value is small.
+# - **$W_O$ can discard the head.** Eq. (18) multiplies the concatenated heads by $W_O$; if
+#   the rows of $W_O$ that read head 3 are small, head 3's output barely reaches the layer's
+#   output, however sharp its weights.
+# - **Other heads and the residual path** (chapter 5) add their own, possibly much larger,
+#   contributions to position $i$.
+# - **After the first layer, position $j$ is no longer token $j$**: its vector already mixes
+#   information from other tokens, so weight on position $j$ is not weight on the word there.
+#
+# Influence is better measured by what changes in the output when token $j$ changes (a
+# gradient or an ablation) than by $a_{ij}$ alone.
+#
 # ```{solution-end}
 # ```
 
 # %% [markdown]
-# ```{exercise} Masking done right
-# :label: ex-attention-masked-softmax
+# ```{exercise} Stretch: attention without the L x L matrix
+# :label: ex-attention-stretch
 #
-# Write `masked_weights(logits, mask)`: the softmax of `logits` over the last axis where the
-# boolean `mask` (which broadcasts to `logits`) is True, and exactly 0 where it is False. Every
-# row with at least one True must sum to 1; a row with no True must be all zeros, not NaN. (The
-# checker recognises the recipe of the lecture notes, multiplying after the softmax.)
+# Compute the output of scaled dot-product attention for one query over $L$ keys in blocks of
+# 16 keys, keeping only a running maximum, a running sum of exponentials and a running weighted
+# sum of values (chapter 2's online softmax), and check it against
+# `ref.scaled_dot_product_attention`.
 # ```
 
-
-# %%
-def masked_weights(logits, mask):
-    raise NotImplementedError  # your code here
-
-
-check.masked_softmax(masked_weights)
-
 # %% [markdown] tags=["solution"]
-# ```{solution-start} ex-attention-masked-softmax
+# ```{solution-start} ex-attention-stretch
 # :class: dropdown
 # ```
 
 
 # %% tags=["solution"]
-def masked_weights(logits, mask):
-    s = np.where(mask, logits, -np.inf)  # forbidden logits become -inf
-    m = s.max(axis=-1, keepdims=True)
-    m = np.where(np.isfinite(m), m, 0.0)  # a fully masked row: shift by 0, not -inf
-    e = np.exp(s - m)  # exp(-inf) = 0
-    total = e.sum(axis=-1, keepdims=True)
-    return e / np.where(total == 0, 1.0, total)  # 0 / 1 = 0 on a fully masked row
+def blockwise_attention(q, K, V, block=16):
+    m, s, acc = -np.inf, 0.0, np.zeros(V.shape[1])
+    for start in range(0, K.shape[0], block):
+        scores = K[start : start + block] @ q / np.sqrt(q.size)  # (block,)
+        new_m = max(m, scores.max())
+        scale = np.exp(m - new_m)  # rescale what was accumulated under the old maximum
+        e = np.exp(scores - new_m)
+        s = s * scale + e.sum()
+        acc = acc * scale + e @ V[start : start + block]
+        m = new_m
+    return acc / s
 
 
-check.masked_softmax(masked_weights, require=True)
+qb, Kb, Vb = rng.standard_normal(8), rng.standard_normal((50, 8)), rng.standard_normal((50, 5))
+np.testing.assert_allclose(
+    blockwise_attention(qb, Kb, Vb), ref.scaled_dot_product_attention(qb[None], Kb, Vb)[0]
+)
 
 # %% [markdown] tags=["solution"]
 # ```{solution-end}
 # ```
-
-# %% [markdown]
-# ```{exercise} Splitting heads
-# :label: ex-attention-split-heads
 #
-# Write `my_split_heads(x, h)` that takes a NumPy array of shape $(B, L, h\,d)$ (a fused
-# projection of a batch) and returns shape $(B, h, L, d)$, where head $i$ holds columns
-# $i\,d$ to $(i+1)\,d - 1$ of every token. Use `reshape` and `transpose`.
-# ```
-
-
-# %%
-def my_split_heads(x, h):
-    raise NotImplementedError  # your code here
-
-
-check.split_heads(my_split_heads)
-
-# %% [markdown] tags=["solution"]
-# ```{solution-start} ex-attention-split-heads
-# :class: dropdown
-# ```
-
-
-# %% tags=["solution"]
-def my_split_heads(x, h):
-    B, L, width = x.shape
-    return x.reshape(B, L, h, width // h).transpose(0, 2, 1, 3)  # (B, L, h, d) -> (B, h, L, d)
-
-
-check.split_heads(my_split_heads, require=True)
-
-# %% [markdown] tags=["solution"]
-# ```{solution-end}
-# ```
+# This is the inner loop of FlashAttention (chapter 11): the memory is $O(d)$ per query
+# instead of $O(L)$, and the result is exact.
 
 # %% [markdown]
 # ## Summary
@@ -1026,17 +1185,21 @@ check.split_heads(my_split_heads, require=True)
 #   (eq. 13). A head has $3DK$ parameters, whatever the sequence length.
 # - Dividing by $\sqrt{d_k}$ keeps the logits' variance at 1; without it wide heads saturate
 #   the softmax and its gradient vanishes.
-# - The notes' worked example reproduces only without the scaling; with it the result is
-#   $[1.86, 6.32, 1.70]$.
-# - Masks act on the logits ($-\infty$ before the softmax). Multiplying the probabilities by
-#   a mask, as the notes do, breaks the normalisation. Causal and padding masks combine with
-#   `&`; a query with nothing to attend to gets zeros here, NaN in `torch.nn.MultiheadAttention`.
-# - Multi-head attention (eqs. 14–18) is $h$ attentions with their own projections, concatenated
-#   and mixed by $W_O$; one fused projection and a reshape compute the same thing faster. The
-#   layer has $4d^2$ weights whatever $h$ is.
+# - Masks act on the logits ($-\infty$ before the softmax); causal and padding masks combine
+#   with `&`.
+# - One head computes one distribution per query; several heads, like several convolution
+#   filters, look for several relations at once. In our experiment a one-head model trained to
+#   fetch two tokens fetches only one; a two-head model learns a previous-token head and a
+#   two-back head.
+# - Multi-head attention (eqs. 14–18) is a fused projection, a split into heads, attention per
+#   head, a merge and an output projection: a dozen lines of PyTorch, $4d^2$ weights whatever
+#   $h$ is.
 # - Self-attention is permutation-equivariant: positions must be added (chapter 6).
-# - Attention's $L^2$ part overtakes the FFN at $L = 4d$, the whole layer at $L = 2d$; the
-#   explicit computation needs $L^2$ memory, fused kernels do not.
+# - Attention's time and the explicit computation's memory grow like $L^2$; fused kernels keep
+#   memory linear. The FFN costs at most twice the attention layer, and less beyond $L = 2d$.
+# - May's worked example is unscaled, its mask is applied after the softmax and "$V\alpha$"
+#   should be $\alpha V$; the slides' sums run to the wrong bound; the FFN does not cost "much
+#   more" than attention (section 4.12).
 #
 # ## References
 #
@@ -1046,7 +1209,71 @@ check.split_heads(my_split_heads, require=True)
 # - B. M. Marlin, *Transformers*, COMPSCI 689 lecture 23 slides, University of Massachusetts
 #   Amherst {cite}`marlin2022transformers`.
 # - A. Vaswani et al., "Attention is all you need", *NeurIPS* 2017 {cite}`vaswani2017attention`.
+# - N. Elhage et al., "A mathematical framework for transformer circuits", *Transformer Circuits
+#   Thread*, 2021.
 # - T. Dao et al., "FlashAttention: fast and memory-efficient exact attention with
 #   IO-awareness", *NeurIPS* 2022 {cite}`dao2022flashattention`.
 #
 # The full bibliography of the course is on the [References](../book/references.md) page.
+#
+# ## How this chapter is tested
+#
+# `tests/test_attention.py` checks hand-derived values (two keys by hand, the worked example, the
+# masks), the errata functions of `as_printed.py`, the cost formulas, the look-back training (a
+# short run must reach its accuracies, and the one-head model must fail on one output), the
+# interleaved timer and its steadiness rule, the widgets' pure functions (parsing typed vectors,
+# bad input included) and every exercise checker against its solution and against the named
+# mistakes. `tests/test_conformance.py` runs the NumPy reference and the PyTorch twin of every
+# function of this chapter on hundreds of random shapes, masks and biases in float64, float32,
+# float16 and bfloat16, checks that their signatures match, and runs `torch.autograd.gradcheck`.
+# Parity with established implementations is tested too: our explicit attention against
+# `F.scaled_dot_product_attention` (with boolean masks, additive biases and custom scales), and
+# our multi-head attention and `MultiHeadAttention` module against `torch.nn.MultiheadAttention`
+# with copied weights, for self- and cross-attention, with and without biases, causal and padding
+# masks. Two of those checks, by hand:
+
+# %%
+q, k, v = (torch.randn(2, 3, 5, 4, dtype=torch.float64, device=dev64) for _ in range(3))
+torch.testing.assert_close(
+    fast.scaled_dot_product_attention(q, k, v),  # (B, h, L, d_v), explicit
+    torch.nn.functional.scaled_dot_product_attention(q, k, v),  # PyTorch's fused kernel
+)
+torch_mha = to_torch_multihead(**{n: w.detach() for n, w in lib.stacked_weights().items()})
+with torch.no_grad():
+    theirs = torch_mha(xb, xb, xb, attn_mask=~causal)[0]  # their mask: True = may NOT attend
+torch.testing.assert_close(library, theirs)
+print("explicit = F.scaled_dot_product_attention; MultiHeadAttention = torch.nn.MultiheadAttention")
+
+# %% [markdown]
+# Bad input gets an error that names the argument and what was expected:
+
+# %%
+for bad in (
+    lambda: ref.scaled_dot_product_attention(np.ones((2, 3)), np.ones((4, 5)), np.ones((4, 2))),
+    lambda: MultiHeadAttention(10, 3),
+):
+    try:
+        bad()
+    except ValueError as err:
+        print("ValueError:", err)
+
+# %% [markdown]
+# **Benchmarks.** `python -m benchmarks.run attention` times forward and backward passes in
+# float32 (interleaved rounds, `course_lib.attention.cost.interleaved_times`) and
+# measures peak tensor memory: the course's module against `torch.nn.MultiheadAttention` at
+# $B = 8$, $L = 512$, $d_\text{model} = 512$, 8 heads (the target: within 1.3 times its time),
+# and the explicit computation against the fused kernel for $L$ from 128 to 4096. It writes
+# the table to `benchmarks/results/attention.json`. On a busy machine a time can come out
+# several times too large, so a time counts only if the second-best round reproduces it within
+# 25%: the benchmark marks the others `unsteady` beside them, and the table below (section
+# 4.11's measurement) prints "unsteady" in their place.
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+print("    L  implementation  ms (best of 5)  peak MiB  one (B, h, L, L) tensor, MiB")
+for r in rows:
+    ms = f"{1000 * r['seconds']:.3g}" if steady(r) else "unsteady"
+    print(
+        f"{r['L']:5d}  {r['implementation']:14s} {ms:>14s} {r['peak_MiB']:9.2f}"
+        f" {r['weights_MiB']:14.2f}"
+    )

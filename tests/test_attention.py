@@ -11,20 +11,41 @@ import torch.nn.functional as F
 
 import course_lib.attention.accelerated as fast
 import course_lib.attention.reference as ref
+from course_lib.attention import as_printed
 from course_lib.attention import exercises as check
 from course_lib.attention.cost import (
     attention_flops,
     crossover_length,
     ffn_flops,
+    interleaved_times,
     measure_attention,
+    steady,
 )
-from course_lib.attention.examples import HEAD_NAMES, notes_004_example, toy_mask, toy_sentence
+from course_lib.attention.examples import HEAD_NAMES, may_worked_example, toy_mask, toy_sentence
+from course_lib.attention.exercises import _cross
+from course_lib.attention.learned import (
+    LookBackModel,
+    attended_offsets,
+    learned_head_weights,
+    look_back_batch,
+    train_look_back,
+)
 from course_lib.attention.module import (
     MultiHeadAttention,
     from_torch_multihead,
     to_torch_multihead,
 )
-from course_lib.attention.widget import describe, explorer, head_weights, render_html
+from course_lib.attention.widget import (
+    OWN_KEYS,
+    OWN_QUERIES,
+    describe,
+    explorer,
+    head_weights,
+    own_explorer,
+    own_weights,
+    parse_vectors,
+    render_html,
+)
 from course_lib.softmax.reference import softmax
 
 F64 = torch.float64
@@ -54,7 +75,7 @@ def test_two_keys_by_hand(side, name):
 
 
 def test_notes_004_worked_example():
-    ex = notes_004_example()
+    ex = may_worked_example()
     X = ex["X"]
     Q, K, V = X @ ex["W_Q"], X @ ex["W_K"], X @ ex["W_V"]
     np.testing.assert_array_equal(Q[0] @ K.T, [2, 4, 4])  # the printed logits
@@ -417,55 +438,247 @@ def test_widget_masks_and_temperature():
     assert "same word" in w.children[2].value
 
 
+# ----------------------------------------------------------------------------- your own vectors
+def test_parse_vectors_reads_labels_commas_and_semicolons():
+    labels, X = parse_vectors("cat: 1, 0\n\n 0.5 -2 ; dog:3e-1 4")
+    assert labels == ["cat", "2", "dog"]
+    np.testing.assert_array_equal(X, [[1, 0], [0.5, -2], [0.3, 4]])
+    assert X.dtype == np.float64
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("a: 1 x", r"queries: line 1 \('a'\) has 'x', which is not a number"),
+        ("a: 1 2\nb: 3", "line 2 \\('b'\\) has 1 number, but line 1 has 2"),
+        ("a:", r"line 1 \('a'\) has no numbers"),
+        ("  \n ; ", "type at least one vector"),
+        ("a: 1 inf", "not finite"),
+        ("a: nan 1", "not finite"),
+    ],
+)
+def test_parse_vectors_names_the_bad_line(text, message):
+    with pytest.raises(ValueError, match=message):
+        parse_vectors(text, "queries")
+
+
+def test_parse_vectors_wants_text():
+    with pytest.raises(TypeError, match="keys must be text, got list"):
+        parse_vectors([1, 2], "keys")
+
+
+def test_own_weights_by_hand():
+    # the default vectors: query cat = (1, 0) against keys (0,0), (2,0), (0,2), (1,1), d_k = 2:
+    # logits [0, 2, 0, 1] / sqrt(2), softmax by hand
+    w, q_labels, k_labels = own_weights(OWN_QUERIES, OWN_KEYS)
+    assert (q_labels, k_labels) == (["cat", "sat"], ["the", "cat", "sat", "on"])
+    e = np.exp(np.array([0, 2, 0, 1]) / math.sqrt(2))
+    np.testing.assert_allclose(w[0], e / e.sum(), rtol=1e-14)
+    # temperature T divides the logits: T = 2 equals a sqrt(2) * 2 divisor
+    e2 = np.exp(np.array([0, 2, 0, 1]) / (2 * math.sqrt(2)))
+    np.testing.assert_allclose(own_weights(OWN_QUERIES, OWN_KEYS, 2.0)[0][0], e2 / e2.sum())
+    # a query equal to a key, doubled, puts more weight on that key (dot products, not cosines)
+    once = own_weights("q: 1 1", "a: 1 1\nb: 1 -1")[0][0, 0]
+    twice = own_weights("q: 2 2", "a: 1 1\nb: 1 -1")[0][0, 0]
+    assert 0.5 < once < twice < 1
+    with pytest.raises(ValueError, match="queries have 3 numbers each and the keys 2"):
+        own_weights("1 2 3", "1 2")
+    with pytest.raises(ValueError, match="temperature must be in"):
+        own_weights("1", "1", 0.0)
+
+
+def test_own_explorer_shows_the_weights_and_plain_errors():
+    html = render_html(np.full((1, 2), 0.5), ["q"], "t", key_tokens=["a", "b"])
+    assert html.count("0.50") == 2 and ">a<" in html and ">b<" in html
+    with pytest.raises(ValueError, match="need 1 query and 2 key labels, got 1 and 3"):
+        render_html(np.full((1, 2), 0.5), ["q"], key_tokens=["a", "b", "c"])
+    box = own_explorer()
+    queries, keys = box.children[0].children
+    out = box.children[2]
+    e = np.exp(np.array([0, 2, 0, 1]) / math.sqrt(2))  # query cat's logits, by hand
+    assert f"{e[1] / e.sum():.2f}" == "0.51" and ">cat</th>" in out.value and "0.51" in out.value
+    keys.value = "x: 1 2 3"
+    assert "course-error" in out.value and "same length" in out.value
+    keys.value = OWN_KEYS
+    queries.value = "mine: 0 5"
+    assert ">mine</th>" in out.value and "course-error" not in out.value
+
+
+# ----------------------------------------------------------------------------- the notes' errors
+def test_as_printed_worked_example_is_unscaled():
+    ex = as_printed.may_worked_example()
+    np.testing.assert_array_equal(ex["scores"], [2, 4, 4])
+    e = math.exp(-2)
+    np.testing.assert_allclose(ex["weights"], np.array([e, 1, 1]) / (e + 2), rtol=1e-14)
+    # by hand: the values of x1, x2, x3 are [1, 2, 3], [2, 8, 0], [2, 6, 3]
+    values = np.array([[1, 2, 3], [2, 8, 0], [2, 6, 3]])
+    np.testing.assert_allclose(ex["result"], ex["weights"] @ values, rtol=1e-14)
+    np.testing.assert_array_equal(ex["result"].round(1), [1.9, 6.7, 1.6])
+
+
+def test_as_printed_footnote_mask_v_alpha_and_slides():
+    q, k = np.array([[1.0, 0.0, 2.0]]), np.array([[0.0, 1.0, 1.0], [4.0, 4.0, 0.0]])
+    e = np.exp(np.array([2.0, 4.0]) / 3)  # logits q.k = [2, 4], divided by d_k = 3
+    np.testing.assert_allclose(as_printed.may_footnote_weights(q, k), [e / e.sum()])
+    m = as_printed.may_masked_weights(np.zeros((3, 3)), np.tril(np.ones((3, 3))))
+    np.testing.assert_allclose(m, [[1 / 3, 0, 0], [1 / 3, 1 / 3, 0], [1 / 3, 1 / 3, 1 / 3]])
+    square = np.arange(9.0).reshape(3, 3)
+    np.testing.assert_array_equal(as_printed.may_v_alpha(square, np.eye(3)), square)
+    with pytest.raises(ValueError, match=r"V is \(3, 2\) and alpha is \(3, 3\)"):
+        as_printed.may_v_alpha(np.ones((3, 2)), np.eye(3))
+    a, V = np.full((2, 3), 1 / 3), np.array([[3.0], [6.0], [9.0]])
+    np.testing.assert_allclose(as_printed.slides_output(a, V, 1, 2), [3.0])  # (3 + 6) / 3
+    np.testing.assert_allclose(as_printed.slides_output(a, V, 1, 3), [6.0])  # K = M: all of them
+    with pytest.raises(ValueError, match="i must be"):
+        as_printed.slides_output(a, V, 2, 2)
+
+
+# ----------------------------------------------------------------------------- learned heads
+def test_look_back_batch_targets_by_hand():
+    tokens, targets = look_back_batch(3, 6, 5, (1, 3), torch.Generator().manual_seed(1))
+    assert tokens.shape == (3, 6) and targets.shape == (3, 2, 6)
+    for s in range(3):
+        for i in range(6):
+            assert targets[s, 0, i] == (tokens[s, i - 1] if i >= 1 else -100)
+            assert targets[s, 1, i] == (tokens[s, i - 3] if i >= 3 else -100)
+    with pytest.raises(ValueError, match="offset must be at most 5"):
+        look_back_batch(1, 6, 5, (6,), torch.Generator())
+
+
+def test_learned_head_weights_equal_the_module_and_are_causal():
+    torch.manual_seed(0)
+    model = LookBackModel(vocab=5, L=7, d_model=8, n_heads=2, n_outputs=1)
+    seq = torch.tensor([0, 4, 1, 1, 3, 2, 0])
+    w = learned_head_weights(model, seq)  # (h, L, L)
+    np.testing.assert_array_equal(np.triu(w, 1), 0)
+    np.testing.assert_allclose(w.sum(-1), 1, rtol=1e-6)
+    # independent: the heads' outputs rebuilt from these weights give the module's output
+    x = model.embed(seq)
+    sw = {k: v.detach() for k, v in model.attn.stacked_weights().items()}
+    with torch.no_grad():
+        v = x @ sw["w_v"] + sw["b_v"][:, None]  # (h, L, d_k)
+        heads = torch.as_tensor(w) @ v  # (h, L, d_k)
+        out = torch.cat(list(heads), dim=-1) @ sw["w_o"] + sw["b_o"]
+        torch.testing.assert_close(out, model.attn(x[None], mask=fast.causal_mask(7))[0])
+    with pytest.raises(ValueError, match="one sequence of shape"):
+        learned_head_weights(model, seq[None])
+    assert attended_offsets(np.stack([np.eye(5, k=-2), np.eye(5)])) == [2, 0]
+
+
+@pytest.mark.portability
+def test_two_heads_learn_two_offsets_and_one_head_cannot():
+    """The chapter's experiment, shortened: accuracies and offsets, never weights."""
+    two = train_look_back(2, (1, 2), steps=200, seed=0)
+    one = train_look_back(1, (1, 2), steps=200, seed=0)
+    assert min(two.accuracy) > 0.95
+    assert max(one.accuracy) > 0.95 and min(one.accuracy) < 0.4
+    assert two.losses[-1] < 0.1 * two.losses[0]
+    seq = torch.tensor([3, 1, 4, 1, 5, 2, 6, 5, 3, 5, 0, 7])
+    assert sorted(attended_offsets(learned_head_weights(two.model, seq))) == [1, 2]
+    # the global random state is left alone
+    torch.manual_seed(5)
+    before = torch.rand(1)
+    torch.manual_seed(5)
+    train_look_back(1, (1,), steps=2, d_model=8)
+    assert torch.equal(torch.rand(1), before)
+
+
+def test_train_look_back_bad_input():
+    with pytest.raises(ValueError, match="n_heads must be at least 1"):
+        train_look_back(0)
+    with pytest.raises(ValueError, match="lr must be in"):
+        train_look_back(1, lr=0.0)
+
+
+# ----------------------------------------------------------------------------- timing
+def test_interleaved_times_and_steadiness():
+    calls = []
+    t = interleaved_times(
+        {"a": lambda: calls.append("a"), "b": lambda: calls.append("b")}, rounds=3
+    )
+    assert calls == ["a", "a", "b", "b"] * 3  # untimed then timed, one step after the other
+    assert all(len(v) == 3 and v == sorted(v) for v in t.values())
+    rows = measure_attention([8], n_heads=1, d_head=2, repeats=2)
+    assert all(r["spread"] >= 1 and r["seconds"] > 0 for r in rows)
+    assert steady({"seconds": 1.0, "spread": 1.25}) and not steady({"seconds": 1.0, "spread": 1.3})
+    assert not steady({"peak_MiB": 1.0})  # nothing timed, nothing to trust
+    with pytest.raises(ValueError, match="rounds must be at least 1"):
+        interleaved_times({}, rounds=0)
+
+
 # ----------------------------------------------------------------------------- exercises
 def test_checkers_accept_solutions():
-    def one(q, K, V):
-        s = K @ q / np.sqrt(len(q))
-        a = np.exp(s - s.max())
-        return (a / a.sum()) @ V
+    def cross(x_q, x_kv, lengths, w_q, w_k, w_v):  # through the library, independently
+        mask = np.arange(x_kv.shape[1])[None, None, :] < np.asarray(lengths)[:, None, None]
+        return ref.scaled_dot_product_attention(x_q @ w_q, x_kv @ w_k, x_kv @ w_v, mask)
 
-    def masked(s, m):
-        return softmax(np.where(m, s, -np.inf))
+    def heads(w, h):  # through torch.nn.MultiheadAttention and the module's converter
+        d = w.shape[1]
+        mha = torch.nn.MultiheadAttention(d, h, dtype=F64)
+        with torch.no_grad():
+            mha.in_proj_weight.copy_(torch.as_tensor(w))
+        got = from_torch_multihead(mha)
+        return tuple(got[n].numpy() for n in ("w_q", "w_k", "w_v"))
 
-    assert check.attention_one_query(one, require=True)
-    assert check.causal_mask(lambda L: np.tril(np.ones((L, L), dtype=bool)), require=True)
-    assert check.masked_softmax(masked, require=True)
-    assert check.split_heads(lambda x, h: fast.split_heads(torch.as_tensor(x), h), require=True)
+    def previous(L):
+        return 5 * np.eye(L, k=-1), 5 * np.eye(L)  # logit 25 / sqrt(16) at L = 16: 97%
+
+    assert check.cross_attention(cross, require=True)
+    assert check.torch_head_weights(heads, require=True)
+    assert check.previous_token_head(previous, require=True)
 
 
 def test_checkers_explain_typical_mistakes():
-    def unscaled(q, K, V):
-        return softmax(K @ q) @ V
+    def variant(**kwargs):
+        return lambda *args: _cross(*args, **kwargs)
 
-    def naive(q, K, V):
-        a = np.exp(K @ q / np.sqrt(len(q)))
-        return (a / a.sum()) @ V
+    assert "without the 1/sqrt(d_k)" in str(check.cross_attention(variant(scale=1.0)))
+    assert "padding keys were attended" in str(check.cross_attention(variant(mask="none")))
+    assert "May's notes" in str(check.cross_attention(variant(mask="after")))
+    assert "wrong axis" in str(check.cross_attention(variant(mask="queries")))
 
-    def keys(q, K, V):
-        return softmax(K @ q / np.sqrt(len(q))) @ K
-
-    assert "without the 1/sqrt(d_k)" in str(check.attention_one_query(unscaled))
-    with np.errstate(over="ignore", invalid="ignore"):
-        assert "subtract the largest logit" in str(check.attention_one_query(naive))
-    assert "averaged the keys K instead of the values" in str(check.attention_one_query(keys))
-    assert "not implemented" in str(
-        check.attention_one_query(lambda q, K, V: (_ for _ in ()).throw(NotImplementedError))
-    )
-    strict = check.causal_mask(lambda L: np.tril(np.ones((L, L), dtype=bool), -1))
-    assert "attend to itself" in str(strict)
-    assert "dtype" in str(check.causal_mask(lambda L: np.tril(np.ones((L, L)))))
-    assert "multiplied the probabilities" in str(check.masked_softmax(lambda s, m: softmax(s) * m))
-    assert "inverted" in str(check.masked_softmax(lambda s, m: softmax(np.where(~m, s, -np.inf))))
-
-    def nan_rows(s, m):
-        e = np.exp(np.where(m, s, -np.inf))
+    def nan_rows(x_q, x_kv, lengths, w_q, w_k, w_v):
+        s = (x_q @ w_q) @ (x_kv @ w_k).transpose(0, 2, 1) / np.sqrt(w_q.shape[1])
+        s = np.where(np.arange(x_kv.shape[1]) < np.asarray(lengths)[:, None, None], s, -np.inf)
         with np.errstate(invalid="ignore"):
-            return e / e.sum(-1, keepdims=True)
+            e = np.exp(s - s.max(-1, keepdims=True))
+            return e / e.sum(-1, keepdims=True) @ (x_kv @ w_v)
 
-    assert "NaN" in str(check.masked_softmax(nan_rows))
-    no_transpose = check.split_heads(lambda x, h: x.reshape(x.shape[0], h, x.shape[1], -1))
-    assert "reshape, then transpose" in str(no_transpose)
-    no_move = check.split_heads(lambda x, h: x.reshape(*x.shape[:2], h, -1))
-    assert "move the head axis" in str(no_move)
+    assert "no real key gives NaN" in str(check.cross_attention(nan_rows))
+    assert "not implemented" in str(
+        check.cross_attention(lambda *a: (_ for _ in ()).throw(NotImplementedError))
+    )
+
+    def split(w, h, how):
+        return tuple(how(p, w.shape[1], h) for p in np.split(w, 3))
+
+    untransposed = check.torch_head_weights(
+        lambda w, h: split(w, h, lambda p, d, h: p.reshape(h, d, -1))
+    )
+    assert "stored transposed" in str(untransposed)
+    rows = check.torch_head_weights(lambda w, h: split(w, h, lambda p, d, h: p.T.reshape(h, d, -1)))
+    assert "blocks of rows" in str(rows)
+    strided = check.torch_head_weights(
+        lambda w, h: split(w, h, lambda p, d, h: p.T.reshape(d, -1, h).transpose(2, 0, 1))
+    )
+    assert "not every h-th one" in str(strided)
+    swapped = check.torch_head_weights(
+        lambda w, h: tuple(
+            p.T.reshape(w.shape[1], h, -1).transpose(1, 0, 2) for p in np.split(w, 3)[::-1]
+        )
+    )
+    assert "another projection's weights" in str(swapped)
+    assert "a tuple (w_q, w_k, w_v)" in str(check.torch_head_weights(lambda w, h: w))
+
+    self_head = check.previous_token_head(lambda L: (np.eye(L), np.eye(L)))
+    assert "attends to itself" in str(self_head)
+    assert "wrong way" in str(check.previous_token_head(lambda L: (np.eye(L, k=1), np.eye(L))))
+    soft = check.previous_token_head(lambda L: (np.eye(L, k=-1), np.eye(L)))
+    assert "too softly" in str(soft)  # logit 1 / sqrt(L) against 0: far from 90%
+    assert "shape (L, d_k)" in str(check.previous_token_head(lambda L: (np.eye(3), np.eye(3))))
+    assert "same width" in str(
+        check.previous_token_head(lambda L: (np.ones((L, 2)), np.ones((L, 3))))
+    )
+    assert "a pair" in str(check.previous_token_head(lambda L: np.eye(L)))
     with pytest.raises(AssertionError):
-        check.split_heads(lambda x, h: x, require=True)
+        check.torch_head_weights(lambda w, h: w, require=True)

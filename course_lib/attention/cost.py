@@ -12,9 +12,9 @@ A position-wise feed-forward network with hidden width d_ff costs ``4 L d d_ff``
 ``16 d^2 / (8 d^2 + 4 L d)`` = ``4d / (2d + L)`` (softmax aside): never more than 2, and below 1
 once L > 2d.
 
-Memory is measured with :func:`course_lib.measure.peak_tensor_memory`, which follows every tensor the PyTorch
-dispatcher creates while a function runs (forward and backward) and reports the peak of the
-bytes alive at once, beyond what existed before. It is exact for what it sees and the same on
+Memory is measured with :func:`course_lib.measure.peak_tensor_memory`, which follows every
+tensor the PyTorch dispatcher creates while a function runs (forward and backward) and reports
+the peak of the bytes alive at once, beyond what existed before. It is exact for what it sees and the same on
 every machine; it does not see scratch buffers a fused kernel allocates internally (those are a
 few tiles per thread).
 """
@@ -29,13 +29,15 @@ import torch.nn.functional as F
 
 from course_lib.attention.accelerated import scaled_dot_product_attention
 from course_lib.checks import check_int
-from course_lib.measure import best_time, peak_tensor_memory
+from course_lib.measure import peak_tensor_memory, timed
 
 __all__ = [
     "attention_flops",
     "crossover_length",
     "ffn_flops",
+    "interleaved_times",
     "measure_attention",
+    "steady",
 ]
 
 
@@ -112,9 +114,13 @@ def measure_attention(
 ) -> list[dict[str, Any]]:
     """Time and peak tensor memory of attention (forward, and backward if asked) against L.
 
-    Each row: ``L``, ``implementation``, ``seconds`` (best of ``repeats`` measurements, each at least 50 ms of calls; absent if
-    ``time_it=False``), ``peak_MiB`` (:func:`course_lib.measure.peak_tensor_memory`) and ``weights_MiB``, the size
-    of one (B, h, L, L) tensor of attention weights in this dtype.
+    Each row: ``L``, ``implementation``, ``seconds``, the best of ``repeats`` interleaved
+    rounds (in each round every implementation is called once untimed, then once timed),
+    ``spread``, the second-best time over the best (1.0 for a single round: a spread well above
+    1 says the best time was not reproduced, so it is noise, not data), ``peak_MiB``
+    (:func:`course_lib.measure.peak_tensor_memory`) and ``weights_MiB``, the size of one
+    (B, h, L, L) tensor of attention weights in this dtype. ``seconds`` and ``spread`` are
+    absent if ``time_it=False``.
 
     >>> rows = measure_attention([8, 16], n_heads=2, d_head=4, time_it=False)
     >>> [(r["L"], r["implementation"]) for r in rows]
@@ -133,6 +139,7 @@ def measure_attention(
             t.requires_grad_(backward)
         mask = torch.ones(L, L, dtype=torch.bool, device=device).tril() if causal else None
         grad = torch.randn(shape, device=device, dtype=dtype)
+        steps = {}
         for name in implementations:
             fn = IMPLEMENTATIONS[name]
 
@@ -142,10 +149,50 @@ def measure_attention(
                     q.grad = k.grad = v.grad = None
                     out.backward(grad)
 
+            steps[name] = step
+        times = interleaved_times(steps, rounds=repeats, device=device) if time_it else {}
+        for name, step in steps.items():
             row: dict[str, Any] = {"L": L, "implementation": name}
             if time_it:
-                row["seconds"] = best_time(step, repeats=repeats, min_time=0.05, device=device)
+                best = times[name]
+                row["seconds"] = best[0]
+                row["spread"] = best[1] / best[0] if len(best) > 1 and best[0] > 0 else 1.0
             row["peak_MiB"] = peak_tensor_memory(step, device=device) / 2**20
             row["weights_MiB"] = batch * n_heads * L * L * size / 2**20
             rows.append(row)
     return rows
+
+
+#: A best time counts as data only if the second-best time is within this factor of it.
+STEADY = 1.25
+
+
+def interleaved_times(
+    steps: dict[str, Callable[[], Any]], *, rounds: int = 3, device: Any = None
+) -> dict[str, list[float]]:
+    """Seconds of every timed call of each step, sorted, over ``rounds`` interleaved rounds.
+
+    In each round every step is called once untimed (caches, and the allocator as the step's
+    own call leaves it), then once timed with :func:`course_lib.measure.timed`. Interleaving
+    spreads a drift of the machine's load over all the steps alike.
+
+    >>> t = interleaved_times({"a": lambda: None, "b": lambda: None}, rounds=2)
+    >>> sorted(t), len(t["a"]), t["a"] == sorted(t["a"])
+    (['a', 'b'], 2, True)
+    """
+    rounds = check_int(rounds, "rounds", low=1)
+    times: dict[str, list[float]] = {name: [] for name in steps}
+    for _ in range(rounds):
+        for name, step in steps.items():
+            step()
+            times[name].append(timed(step, device=device).wall)
+    return {name: sorted(t) for name, t in times.items()}
+
+
+def steady(row: dict[str, Any]) -> bool:
+    """Whether a measured row's best time was reproduced (second best within ``STEADY``).
+
+    >>> steady({"seconds": 1.0, "spread": 1.1}), steady({"seconds": 1.0, "spread": 3.0})
+    (True, False)
+    """
+    return "seconds" in row and row.get("spread", 1.0) <= STEADY

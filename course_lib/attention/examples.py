@@ -1,7 +1,7 @@
-"""Small, fixed examples for Chapter 4: the worked example of notes ``004`` and a toy sentence.
+"""Small, fixed examples for Chapter 4: the worked example of May's notes and a toy sentence.
 
-* :func:`notes_004_example`: the key, query and value matrices printed in the lecture notes
-  ``004`` (section 1.1), with input vectors that reproduce the printed numbers (the notes do not
+* :func:`may_worked_example`: the key, query and value matrices printed in May's notes
+  (section 1.1), with input vectors that reproduce the printed numbers (the notes do not
   give them).
 * :func:`toy_sentence`: a 12-token sentence (two of them padding) with features built by hand,
   and four attention heads whose weights were *written*, not learned, so that each does one
@@ -17,18 +17,18 @@ import numpy as np
 
 from course_lib.checks import check_choice, check_int
 
-__all__ = ["HEAD_NAMES", "ToySentence", "notes_004_example", "toy_mask", "toy_sentence"]
+__all__ = ["HEAD_NAMES", "ToySentence", "may_worked_example", "toy_mask", "toy_sentence"]
 
 
-def notes_004_example() -> dict[str, np.ndarray]:
-    """The matrices of ``004`` section 1.1 and inputs that reproduce its numbers.
+def may_worked_example() -> dict[str, np.ndarray]:
+    """The matrices of May's notes, section 1.1, and inputs that reproduce its numbers.
 
     The notes call the three (4, 3) projection matrices K, Q and V (we call them W_K, W_Q,
-    W_V, as eqs. 14-16 of ``002`` do, to keep K, Q, V for the projected keys, queries and
+    W_V, as eqs. 14-16 of Strabel's notes do, to keep K, Q, V for the projected keys, queries and
     values). Rows of ``X`` are the inputs x1 = [1, 0, 1, 0], x2 = [0, 2, 0, 2] and
     x3 = [1, 1, 1, 1].
 
-    >>> ex = notes_004_example()
+    >>> ex = may_worked_example()
     >>> (ex["X"][0] @ ex["W_Q"]) @ (ex["X"] @ ex["W_K"]).T  # the printed logits [2, 4, 4]
     array([2., 4., 4.])
     """

@@ -1,10 +1,10 @@
 """Checkers for the exercises of Chapter 4 (attention).
 
 >>> import numpy as np
->>> causal_mask(lambda L: np.tril(np.ones((L, L), dtype=bool))).passed
+>>> def head(L):  # query i asks for position i - 1, strongly
+...     return 10 * np.eye(L, k=-1), 10 * np.eye(L)
+>>> previous_token_head(head).passed
 True
->>> print(causal_mask(lambda L: np.triu(np.ones((L, L), dtype=bool))).details[0])
-on L = 4: the mask is transposed: True above the diagonal lets each token see the future, not the past
 """
 
 from __future__ import annotations
@@ -13,192 +13,227 @@ from collections.abc import Callable
 
 import numpy as np
 
-from course_lib.attention.reference import causal_mask as _causal
-from course_lib.attention.reference import split_heads as _split
 from course_lib.checker import Outcome, check_cases, diagnose, seeded, to_array
 from course_lib.softmax.reference import softmax as _softmax
 
-__all__ = ["attention_one_query", "causal_mask", "masked_softmax", "split_heads"]
+__all__ = ["cross_attention", "previous_token_head", "torch_head_weights"]
 
 
 #: Seed of this chapter's checker inputs.
 SEED = 404
 
 
-def _one_query(q: np.ndarray, K: np.ndarray, V: np.ndarray, scale: float | None = None):
-    s = (K @ q) * (1 / np.sqrt(q.size) if scale is None else scale)  # (L,)
-    return _softmax(s) @ V  # (d_v,)
+def _cross(x_q, x_kv, lengths, w_q, w_k, w_v, *, scale=None, mask="keys"):
+    """The answer to :func:`cross_attention`, and the typical wrong ones (``mask``: where the
+    padding mask goes: ``"keys"`` (right), ``"none"``, ``"after"`` the softmax, ``"queries"``)."""
+    q, k, v = x_q @ w_q, x_kv @ w_k, x_kv @ w_v  # (B, L_q, d_k), (B, L_kv, d_k), (B, L_kv, d_v)
+    s = q @ k.swapaxes(-1, -2) * (1 / np.sqrt(q.shape[-1]) if scale is None else scale)
+    real = np.arange(x_kv.shape[1])[None, :] < np.asarray(lengths)[:, None]  # (B, L_kv)
+    if mask == "keys":
+        s = np.where(real[:, None, :], s, -np.inf)  # (B, L_q, L_kv): a column per key
+    elif mask == "queries":
+        s = np.where(real[:, :, None], s, -np.inf)  # (B, L_q, L_kv): a row per query
+    a = _softmax(s, axis=-1)  # (B, L_q, L_kv); a row with no key left gives zeros
+    if mask == "after":
+        a = a * real[:, None, :]
+    return a @ v  # (B, L_q, d_v)
 
 
-def attention_one_query(fn: Callable, *, require: bool = False) -> Outcome:
-    """Exercise 4.1: ``fn(q, K, V)`` returns softmax(K q / sqrt(d_k)) V for one query q (d_k,).
+def cross_attention(fn: Callable, *, require: bool = False) -> Outcome:
+    """Exercise: ``fn(x_q, x_kv, kv_lengths, w_q, w_k, w_v)`` is one head of cross-attention.
 
-    >>> attention_one_query(lambda q, K, V: V.mean(axis=0)).passed
-    False
-    """
-    rng = seeded(SEED)
-    raw = [
-        ("the worked example of notes 004 (query of x1)", [1.0, 0.0, 2.0], None, None),
-        ("a random query, 5 keys, d_k = 4, d_v = 3", (4,), (5, 4), (5, 3)),
-        ("a single key (the output must be its value)", (3,), (1, 3), (1, 2)),
-        ("d_k = 1 and d_v = 6", (1,), (4, 1), (4, 6)),
-        ("large logits (around 2800): a naive exp overflows", (8,), (6, 8), (6, 2)),
-    ]
-    cases = []
-    for description, q, K, V in raw:
-        if K is None:
-            from course_lib.attention.examples import notes_004_example
+    ``x_q`` (B, L_q, d) holds the queries' sequences, ``x_kv`` (B, L_kv, d) the sequences
+    attended over, of which only the first ``kv_lengths[b]`` positions of sequence b are real
+    (the rest is padding, possibly all of it). The result, (B, L_q, d_v), is
+    softmax(Q K^T / sqrt(d_k)) V with the padding keys masked; zeros where no key is real.
 
-            ex = notes_004_example()
-            qv, Kv, Vv = np.array(q), ex["X"] @ ex["W_K"], ex["X"] @ ex["W_V"]
-        else:
-            qv, Kv, Vv = rng.standard_normal(q), rng.standard_normal(K), rng.standard_normal(V)
-            if "large" in description:
-                qv, Kv = np.full(q, 10.0), Kv + 100.0  # logits near 2800, 4 apart on average
-        cases.append((description, (qv, Kv, Vv), (qv, Kv, Vv)))
-
-    def compare(got: object, args: tuple[np.ndarray, ...]) -> str | None:
-        q, K, V = args
-        expected = _one_query(q, K, V)
-        problem = diagnose(got, expected)
-        if problem is None:
-            return None
-        arr = to_array(got)
-        if arr is not None and arr.shape == expected.shape and np.all(np.isfinite(arr)):
-            if np.allclose(arr, _one_query(q, K, V, scale=1.0)):
-                return problem + " (it matches attention without the 1/sqrt(d_k) scaling)"
-            if np.allclose(arr, _one_query(q, K, V, scale=1.0 / q.size)):
-                return problem + " (you divided by d_k; divide by its square root)"
-            if np.allclose(arr, np.exp((K @ q) / np.sqrt(q.size)) @ V):
-                return problem + " (the exponentials are not normalised: divide by their sum)"
-        weights = _softmax((K @ q) / np.sqrt(q.size))  # (L,)
-        if arr is not None and arr.shape == weights.shape and np.allclose(arr, weights):
-            return problem + " (these are the weights a_ij: return their average of V)"
-        if arr is not None and arr.shape == (q.size,) and np.allclose(arr, weights @ K):
-            return problem + " (you averaged the keys K instead of the values V)"
-        if arr is not None and not np.all(np.isfinite(arr)):
-            return problem + " (subtract the largest logit before exp, as in chapter 2)"
-        return problem
-
-    return check_cases("attention for one query", fn, cases, compare=compare, require=require)
-
-
-def causal_mask(fn: Callable, *, require: bool = False) -> Outcome:
-    """Exercise 4.2: ``fn(L)`` returns the boolean (L, L) causal mask, True where j <= i."""
-    cases = [(f"L = {L}", (L,), L) for L in (4, 1, 7)]
-
-    def compare(got: object, L: int) -> str | None:
-        expected = _causal(L)
-        arr = np.asarray(got) if got is not None else None
-        if arr is not None and arr.shape == expected.shape and arr.dtype != np.bool_:
-            values = to_array(arr)
-            if values is not None and np.array_equal(values, expected):
-                return (
-                    f"the pattern is right but the dtype is {arr.dtype}: return booleans "
-                    "(True = may attend), so that the mask works with np.where and ~"
-                )
-        problem = diagnose(got, expected.astype(float))
-        if problem is None or arr is None or arr.shape != expected.shape:
-            return problem
-        if np.array_equal(arr, expected.T):
-            return (
-                "the mask is transposed: True above the diagonal lets each token see the "
-                "future, not the past"
-            )
-        if np.array_equal(arr, np.tril(np.ones((L, L), dtype=bool), -1)):
-            return "the diagonal is False: a token must be allowed to attend to itself"
-        return problem
-
-    return check_cases("the causal mask", fn, cases, compare=compare, require=require)
-
-
-def masked_softmax(fn: Callable, *, require: bool = False) -> Outcome:
-    """Exercise 4.3: ``fn(logits, mask)`` returns the softmax over the last axis where ``mask``
-    is True and 0 where it is False; a row with no True gives zeros.
-
-    >>> from course_lib.softmax.reference import softmax
-    >>> wrong = lambda s, m: softmax(s) * m  # the notes' recipe: multiply after the softmax
-    >>> "multiplied" in masked_softmax(wrong).details[0]
+    >>> unscaled = lambda xq, xkv, n, wq, wk, wv: _cross(xq, xkv, n, wq, wk, wv, scale=1.0)
+    >>> "1/sqrt(d_k)" in cross_attention(unscaled).details[0]
     True
     """
     rng = seeded(SEED)
-    L = 5
-    causal = _causal(L)
-    partial = rng.random((3, 6)) < 0.6
-    partial[:, 0] = True
-    empty_row = causal.copy()
-    empty_row[2] = False
-    cases = [
-        ("a causal mask on 5 x 5 logits", (rng.standard_normal((L, L)), causal)),
-        ("a random mask on (3, 6) logits", (rng.standard_normal((3, 6)), partial)),
-        ("a batch of 2 with a (5, 5) mask broadcast", (rng.standard_normal((2, L, L)), causal)),
-        ("a row with nothing to attend to (row 2)", (rng.standard_normal((L, L)), empty_row)),
+    raw = [  # description, B, L_q, L_kv, d, d_k, d_v, lengths
+        ("one sequence of 4 tokens, no padding", 1, 4, 4, 5, 2, 3, [4]),
+        ("two sequences of 5 tokens, the second with 2 real keys", 2, 5, 5, 4, 3, 2, [5, 2]),
+        ("6 queries over 3 keys, d_k = 4, d_v = 1", 2, 6, 3, 4, 4, 1, [3, 1]),
+        ("a second sequence with no real key at all", 2, 2, 4, 3, 2, 2, [3, 0]),
     ]
+    cases = []
+    for description, B, L_q, L_kv, d, d_k, d_v, lengths in raw:
+        args = (
+            rng.standard_normal((B, L_q, d)),
+            rng.standard_normal((B, L_kv, d)),
+            list(lengths),
+            rng.standard_normal((d, d_k)),
+            rng.standard_normal((d, d_k)),
+            rng.standard_normal((d, d_v)),
+        )
+        cases.append((description, args, args))
 
-    def compare(got: object, args: tuple[np.ndarray, np.ndarray]) -> str | None:
-        s, m = args
-        m = np.broadcast_to(m, s.shape)
-        want = _softmax(np.where(m, s, -np.inf), axis=-1)
+    def compare(got: object, args: tuple) -> str | None:
+        want = _cross(*args)
         problem = diagnose(got, want)
         if problem is None:
             return None
         arr = to_array(got)
         if arr is None or arr.shape != want.shape:
             return problem
-        dead = ~m.any(axis=-1)  # rows with nothing to attend to
+        x_q, x_kv, lengths, w_q, *_ = args
         if not np.all(np.isfinite(arr)):
-            if not np.all(np.isfinite(arr[dead])):
-                return "a fully masked row gives NaN: return zeros there (nothing to attend to)"
+            if np.all(np.isfinite(arr[np.asarray(lengths) > 0])):
+                return (
+                    "a sequence with no real key gives NaN (a softmax of nothing but -inf is "
+                    "0/0): return zeros there, as chapter 2's softmax does"
+                )
             return problem
-        if np.any(np.abs(arr[~m]) > 1e-12):
-            if np.allclose(arr, _softmax(np.where(~m, s, -np.inf), axis=-1)):
-                return problem + " (the mask is inverted: True means the key may be attended to)"
-            return problem + " (masked positions must get weight exactly 0)"
-        if np.allclose(arr, _softmax(s, axis=-1) * m):
-            return (
-                "the rows do not sum to 1: you multiplied the probabilities by the mask after "
-                "the softmax (the recipe of notes 004), which removes weight without "
-                "renormalising. Set the masked logits to -inf before the softmax instead"
-            )
+        wrong = {
+            "the padding keys were attended to: mask the keys beyond each sequence's length": {
+                "mask": "none"
+            },
+            "without the 1/sqrt(d_k) scaling": {"scale": 1.0},
+            "you divided by the square root of the input width d; the scale is 1/sqrt(d_k), "
+            "with d_k the width of a key (the columns of W_K)": {
+                "scale": 1 / np.sqrt(x_q.shape[-1])
+            },
+            "you divided by d_k; divide by its square root": {"scale": 1 / w_q.shape[-1]},
+            "the rows do not sum to 1: you multiplied the weights by the mask after the "
+            "softmax (the recipe of May's notes); mask the logits with -inf before it": {
+                "mask": "after"
+            },
+        }
+        if x_q.shape[1] == x_kv.shape[1]:
+            wrong[
+                "the mask is on the wrong axis: it hides queries, but the padding is in the "
+                "keys (the last axis of the logits)"
+            ] = {"mask": "queries"}
+        for hint, kwargs in wrong.items():
+            other = _cross(*args, **kwargs)
+            if np.all(np.isfinite(other)) and np.allclose(arr, other):
+                return f"{problem} ({hint})"
         return problem
 
     return check_cases(
-        "a masked softmax", fn, [(d, a, a) for d, a in cases], compare=compare, require=require
+        "cross-attention over padded keys", fn, cases, compare=compare, require=require
     )
 
 
-def split_heads(fn: Callable, *, require: bool = False) -> Outcome:
-    """Exercise 4.4: ``fn(x, h)`` turns (B, L, h*d) into (B, h, L, d); head i gets columns
-    i*d to (i+1)*d - 1.
+def previous_token_head(fn: Callable, *, require: bool = False) -> Outcome:
+    """Exercise: ``fn(L)`` returns ``(W_Q, W_K)``, each of shape (L, d_k), such that for the
+    inputs X = I_L (token i is the one-hot vector of its position) every query i >= 1 puts at
+    least 90% of its attention on key i - 1 (no mask; scaled by 1/sqrt(d_k)).
 
-    >>> out = split_heads(lambda x, h: x.reshape(x.shape[0], h, x.shape[1], -1))
-    >>> "a reshape alone mixes tokens and heads" in out.details[0]
+    >>> import numpy as np
+    >>> print(previous_token_head(lambda L: (np.eye(L), np.eye(L))).details[0])
+    on L = 4: each query attends to itself (key i), not to the previous token: shift the query so that position i asks for position i - 1
+    """
+    cases = [(f"L = {L}", (L,), L) for L in (4, 8, 16)]
+
+    def compare(got: object, L: int) -> str | None:
+        if not isinstance(got, tuple | list) or len(got) != 2:
+            return "return a pair (W_Q, W_K) of two matrices"
+        w_q, w_k = (to_array(w) for w in got)
+        if w_q is None or w_k is None:
+            return "W_Q and W_K must be arrays of numbers"
+        if w_q.ndim != 2 or w_k.ndim != 2 or w_q.shape[0] != L or w_k.shape[0] != L:
+            return (
+                f"W_Q and W_K must have shape (L, d_k) = ({L}, d_k): got {w_q.shape} and "
+                f"{w_k.shape}"
+            )
+        if w_q.shape[1] != w_k.shape[1]:
+            return f"W_Q and W_K need the same width d_k: got {w_q.shape[1]} and {w_k.shape[1]}"
+        if not (np.all(np.isfinite(w_q)) and np.all(np.isfinite(w_k))):
+            return "W_Q and W_K contain NaN or inf"
+        weights = _weights(w_q, w_k)  # (L, L): X = I, so Q = W_Q and K = W_K
+        rows = np.arange(1, L)
+        looks = weights[rows].argmax(axis=1)  # the key each query i >= 1 looks at most
+        if np.all(looks == rows):
+            return (
+                "each query attends to itself (key i), not to the previous token: shift the "
+                "query so that position i asks for position i - 1"
+            )
+        if np.all(looks[:-1] == rows[:-1] + 1):
+            return "the shift goes the wrong way: query i looks at key i + 1, the next token"
+        wrong = rows[looks != rows - 1]
+        if wrong.size:
+            i = int(wrong[0])
+            return f"query {i} looks most at key {int(weights[i].argmax())}, not at key {i - 1}"
+        weakest = float(weights[rows, rows - 1].min())
+        if weakest < 0.9:
+            return (
+                f"the right keys, but too softly: the smallest weight on the previous token is "
+                f"{weakest:.2f}, below 0.9. Scale W_Q or W_K up: the logits are divided by "
+                "sqrt(d_k), and the gap between the right logit and the others sets the weight"
+            )
+        return None
+
+    return check_cases("a previous-token head", fn, cases, compare=compare, require=require)
+
+
+def _weights(q: np.ndarray, k: np.ndarray) -> np.ndarray:
+    return _softmax(q @ k.T / np.sqrt(q.shape[1]), axis=-1)
+
+
+def torch_head_weights(fn: Callable, *, require: bool = False) -> Outcome:
+    """Exercise: ``fn(in_proj_weight, h)`` turns the packed (3d, d) input weight of
+    ``torch.nn.MultiheadAttention`` into the per-head ``(w_q, w_k, w_v)``, each (h, d, d_k),
+    with ``x @ w_q[i]`` the queries of head i (eq. 16 of Strabel's notes).
+
+    PyTorch stores the weight as ``nn.Linear`` does, (out, in), and computes ``x @ W.T``; its
+    rows are the queries', then the keys', then the values' output features, head after head.
+
+    >>> bad = lambda w, h: tuple(p.reshape(h, w.shape[1], -1) for p in np.split(w, 3))
+    >>> "stored transposed" in torch_head_weights(bad).details[0]
     True
     """
     rng = seeded(SEED)
-    shapes = [((2, 3, 8), 2), ((1, 5, 6), 3), ((3, 4, 4), 1), ((2, 2, 12), 4)]
-    cases = [(f"x of shape {s} and h = {h}", (rng.standard_normal(s), h), None) for s, h in shapes]
+    shapes = [(6, 2), (8, 4), (4, 1), (12, 3)]  # (d, h)
+    cases = []
+    for d, h in shapes:
+        w = rng.standard_normal((3 * d, d))
+        cases.append((f"d = {d} and h = {h}", (w, h), (w, h)))
 
-    checked = [(description, args, args) for description, args, _ in cases]
+    def heads(w: np.ndarray, h: int) -> np.ndarray:  # (h*d_k, d) -> (h, d, d_k)
+        return w.reshape(h, w.shape[0] // h, w.shape[1]).transpose(0, 2, 1)
 
-    def check(got: object, args: tuple[np.ndarray, int]) -> str | None:
-        x, h = args
-        B, L, width = x.shape
-        d = width // h
-        want = _split(x, h)
-        problem = diagnose(got, want)
-        if problem is None:
-            return None
-        arr = to_array(got)
-        if arr is None:
-            return problem
-        if arr.shape == (B, L, h, d):
-            return problem + " (move the head axis in front of L: transpose axes 1 and 2)"
-        if arr.shape == want.shape:
-            if np.allclose(arr, x.reshape(B, h, L, d)):
-                return problem + ": a reshape alone mixes tokens and heads: reshape, then transpose"
-            if np.allclose(arr, x.reshape(B, L, d, h).transpose(0, 3, 1, 2)):
-                return problem + " (head i must get consecutive columns, not every h-th one)"
-        return problem
+    def compare(got: object, args: tuple[np.ndarray, int]) -> str | None:
+        w, h = args
+        d = w.shape[1]
+        parts = np.split(w, 3)  # W_Q, W_K, W_V as PyTorch stores them, (d, d) each
+        if not isinstance(got, tuple | list) or len(got) != 3:
+            return "return a tuple (w_q, w_k, w_v) of three arrays"
+        names = ("w_q", "w_k", "w_v")
+        for name, mine, part in zip(names, got, parts, strict=True):
+            want = heads(part, h)
+            problem = diagnose(mine, want)
+            if problem is None:
+                continue
+            arr = to_array(mine)
+            if arr is not None and arr.shape == want.shape:
+                others = [heads(p, h) for p in parts]
+                if any(np.allclose(arr, o) for o in others):
+                    return (
+                        f"{name} holds another projection's weights: the rows of in_proj_weight "
+                        "are the queries', then the keys', then the values'"
+                    )
+                if np.allclose(arr, part.reshape(h, d, d // h)):
+                    return (
+                        f"{name}: {problem} (the weight is stored transposed, (out, in) as in "
+                        "nn.Linear: transpose it before cutting it into heads)"
+                    )
+                if np.allclose(arr, part.T.reshape(h, d, d // h)):
+                    return (
+                        f"{name}: {problem} (a reshape of the transposed weight cuts it into "
+                        "blocks of rows, i.e. of input features; head i is a block of d_k "
+                        "consecutive columns)"
+                    )
+                if np.allclose(arr, part.T.reshape(d, d // h, h).transpose(2, 0, 1)):
+                    return (
+                        f"{name}: {problem} (head i must get d_k consecutive columns, not every "
+                        "h-th one)"
+                    )
+            return f"{name}: {problem}"
+        return None
 
-    return check_cases("splitting heads", fn, checked, compare=check, require=require)
+    return check_cases(
+        "PyTorch's weights, head by head", fn, cases, compare=compare, require=require
+    )

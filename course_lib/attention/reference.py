@@ -1,12 +1,12 @@
 """Scaled dot-product and multi-head attention, in NumPy (Chapter 4).
 
-Written to be read next to the notes (Strabel, *Transformers*, 2023, section 2; ``002``):
+Written to be read next to Strabel's notes (*Transformers*, 2023, section 2):
 
 * eq. (13), Definition 2.1: ``Attention(Q, K, V) = softmax(Q K^T / sqrt(d_k)) V`` for
   Q (d_l, d_k), K (d_s, d_k) and V (d_s, d_v);
 * eqs. (14)-(18): multi-head attention with per-head weights ``W_Q^i, W_K^i, W_V^i`` and one
   output matrix ``W_O``: ``Multihead(X_Q, X_K, X_V) = concat(A^1, ..., A^h) W_O``;
-* the slides' step-by-step form (``003``): ``a_ij = softmax_j(q_i . k_j / sqrt(d_k))`` and
+* the lecture slides' step-by-step form: ``a_ij = softmax_j(q_i . k_j / sqrt(d_k))`` and
   ``h_i = sum_j a_ij v_j``, one query at a time (:func:`attention_per_query`).
 
 Conventions shared with :mod:`course_lib.attention.accelerated` (same names and signatures):
@@ -105,7 +105,7 @@ def _qkv(q: Any, k: Any, v: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray, tu
 def causal_mask(L: int) -> np.ndarray:
     """Boolean (L, L) mask, True on and below the diagonal: token i may attend to tokens j <= i.
 
-    This is the matrix M of the lecture notes ``004`` section 1.1, as booleans.
+    This is the matrix M of May's notes, section 1.1, as booleans.
 
     >>> causal_mask(3)
     array([[ True, False, False],
@@ -177,7 +177,7 @@ def scaled_dot_product_attention(
     """Eq. (13) in matrix form: ``softmax(Q K^T / sqrt(d_k)) V``, shape (..., L_q, d_v).
 
     With the default ``scale`` this is exactly Definition 2.1 of the notes; ``scale=1`` gives
-    the unscaled dot-product attention of the worked example in ``004``.
+    the unscaled dot-product attention of the worked example in May's notes.
 
     >>> q = np.array([[1.0, 0.0]])
     >>> k = np.array([[1.0, 0.0], [0.0, 1.0]])
