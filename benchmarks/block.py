@@ -4,6 +4,9 @@ Target (issue 6): at B=8, L=256, d_model=512 (8 heads, d_ff=2048, ReLU, float32,
 post-LN :class:`course_lib.models.TransformerBlock` runs forward+backward within 1.3x of
 ``torch.nn.TransformerEncoderLayer(norm_first=False)`` with the same configuration.
 
+The encoder-decoder of section 5.9 (one encoder and one decoder block, a causal target mask)
+is timed the same way against ``torch.nn.Transformer`` with the same weights.
+
 Timings are interleaved (ours, theirs, ours, ...) and the best of several repeats is kept, so
 that a machine shared with other work affects both sides alike.
 """
@@ -14,7 +17,9 @@ from collections.abc import Callable
 
 import torch
 
+import course_lib.block.accelerated as fast
 from course_lib.block.config import BlockConfig
+from course_lib.block.encoder_decoder import transformer_parameters
 from course_lib.measure import best_times
 from course_lib.models import TransformerBlock
 
@@ -35,6 +40,50 @@ def _step(module: torch.nn.Module, x: torch.Tensor, backward: bool) -> Callable[
     return fwd_bwd if backward else fwd
 
 
+class _OurEncoderDecoder(torch.nn.Module):
+    """Our stacks holding a ``torch.nn.Transformer``'s weights, with its call signature."""
+
+    def __init__(self, theirs: torch.nn.Transformer) -> None:
+        super().__init__()
+        self.config, params = transformer_parameters(theirs)
+        self.flat = torch.nn.ParameterDict()
+        for k, v in params.items():
+            if isinstance(v, list):
+                for r, blk in enumerate(v):
+                    for n, t in blk.items():
+                        self.flat[f"{k}_{r}_{n}"] = torch.nn.Parameter(t)
+            else:
+                self.flat[k] = torch.nn.Parameter(v)
+
+    def forward(self, x: torch.Tensor, y: torch.Tensor, tgt_mask: torch.Tensor) -> torch.Tensor:
+        p: dict = {"encoder": [], "decoder": []}
+        for k, v in self.flat.items():
+            side, _, rest = k.partition("_")
+            if side in p and rest[:1].isdigit():
+                r, _, n = rest.partition("_")
+                while len(p[side]) <= int(r):
+                    p[side].append({})
+                p[side][int(r)][n] = v
+            else:
+                p[k] = v
+        return fast.encoder_decoder_stack(x, y, p, self.config, tgt_mask=tgt_mask)
+
+
+def _pair_step(module, x, y, mask, backward: bool, ours: bool) -> Callable[[], None]:
+    def call() -> torch.Tensor:
+        return module(x, y, mask) if ours else module(x, y, tgt_mask=~mask, tgt_is_causal=True)
+
+    def fwd() -> None:
+        with torch.no_grad():
+            call()
+
+    def fwd_bwd() -> None:
+        module.zero_grad(set_to_none=True)
+        call().sum().backward()
+
+    return fwd_bwd if backward else fwd
+
+
 def run(quick: bool = False) -> list[dict]:
     B, L, d, h, d_ff = (2, 64, 128, 4, 512) if quick else (8, 256, 512, 8, 2048)
     rounds = 2 if quick else 7
@@ -48,9 +97,15 @@ def run(quick: bool = False) -> list[dict]:
         modules[f"torch TransformerEncoderLayer {label}"] = torch.nn.TransformerEncoderLayer(
             d, h, d_ff, dropout=0.0, batch_first=True, norm_first=norm_first
         ).train()
+    theirs_ed = torch.nn.Transformer(d, h, 1, 1, d_ff, dropout=0.0, batch_first=True).train()
+    ours_ed = _OurEncoderDecoder(theirs_ed)
+    y = torch.randn(B, L, d)
+    causal = torch.ones(L, L, dtype=torch.bool).tril()
     rows = []
     for backward in (False, True):
         fns = {name: _step(m, x, backward) for name, m in modules.items()}
+        fns["ours encoder-decoder post-LN"] = _pair_step(ours_ed, x, y, causal, backward, True)
+        fns["torch Transformer post-LN"] = _pair_step(theirs_ed, x, y, causal, backward, False)
         best = best_times(fns, rounds=rounds)
         for name, t in best.items():
             rows.append(
@@ -77,9 +132,10 @@ def summary(rows: list[dict]) -> str:
         for ours, theirs in (
             ("ours post-LN", "torch TransformerEncoderLayer post-LN"),
             ("ours pre-LN", "torch TransformerEncoderLayer pre-LN"),
+            ("ours encoder-decoder post-LN", "torch Transformer post-LN"),
         ):
             ratio = _lookup(rows, theirs, pass_) / _lookup(rows, ours, pass_)
-            lines.append(f"{pass_:<17} {ours:<13}: torch is {ratio:.2f}x as fast as ours")
+            lines.append(f"{pass_:<17} {ours:<28}: torch is {ratio:.2f}x as fast as ours")
     ratio = _lookup(rows, "torch TransformerEncoderLayer post-LN", "forward+backward") / _lookup(
         rows, "ours post-LN", "forward+backward"
     )

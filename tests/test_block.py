@@ -532,6 +532,30 @@ def _ln_solution(x, gain, bias, eps=1e-5):
     return bias + gain * (x - mu) / np.sqrt(((x - mu) ** 2).mean(-1, keepdims=True) + eps)
 
 
+def _ln_grad_solution(x, gain, grad_out, eps=1e-5):
+    mu = x.mean(-1, keepdims=True)
+    sigma = np.sqrt(x.var(-1, keepdims=True) + eps)
+    x_hat, g_hat = (x - mu) / sigma, grad_out * gain
+    return (
+        g_hat - g_hat.mean(-1, keepdims=True) - x_hat * (g_hat * x_hat).mean(-1, keepdims=True)
+    ) / sigma
+
+
+def test_layer_norm_grad_checker_accepts_the_derivation_and_names_missing_paths():
+    assert check.layer_norm_backward(_ln_grad_solution, require=True)
+
+    def constants(x, gain, grad_out, eps=1e-5):  # mu and sigma treated as constants
+        return grad_out * gain / np.sqrt(x.var(-1, keepdims=True) + eps)
+
+    def no_sigma_path(x, gain, grad_out, eps=1e-5):
+        gh = grad_out * gain
+        return (gh - gh.mean(-1, keepdims=True)) / np.sqrt(x.var(-1, keepdims=True) + eps)
+
+    assert "constants" in str(check.layer_norm_backward(constants))
+    assert "through sigma is missing" in str(check.layer_norm_backward(no_sigma_path))
+    assert not check.layer_norm_backward(lambda x, g, dy, eps=1e-5: dy).passed
+
+
 def test_checkers_accept_solutions():
     assert check.layer_norm(_ln_solution, require=True)
     assert check.pre_ln_block(_pre_ln_solution, require=True)

@@ -280,15 +280,22 @@ assert check_prediction(prediction, int(np.square(-3)), what="the square of -3")
 
 
 def _insert_row(path: Path, number: int, row: str) -> None:
-    """Replace the chapter's row (``| number | ...``) of a markdown table."""
+    """Replace the chapter's row (``| number | ...``) of a markdown table, or add it after the
+    last numbered row if the chapter has none yet."""
     lines = path.read_text().splitlines()
+    last = None  # the table's last numbered row: a chapter beyond the map is appended after it
     for i, line in enumerate(lines):
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        if cells and cells[0] == str(number):
+        if line.startswith("|") and cells and cells[0].isdigit():
+            last = i
+        if line.startswith("|") and cells and cells[0] == str(number):
             lines[i] = row
             path.write_text("\n".join(lines) + "\n")
             return
-    raise SystemExit(f"error: {path.relative_to(ROOT)} has no row for chapter {number}")
+    if last is None:
+        raise SystemExit(f"error: {path.name} has no chapter table to add chapter {number} to")
+    lines.insert(last + 1, row)
+    path.write_text("\n".join(lines) + "\n")
 
 
 def _add_to_toc(path: Path, stem: str) -> None:

@@ -7,9 +7,10 @@ differentiable. The norms and activations call PyTorch's fused kernels
 ``torch.nn.functional.linear``, which adds the bias inside the matrix product; the attention is
 Chapter 4's :func:`course_lib.attention.accelerated.multi_head_attention`.
 
-The modules of :mod:`course_lib.models` (``TransformerBlock``, ``DecoderOnlyModel``) hold their
-weights as ``torch.nn.Parameter`` and call the same code (:func:`block_forward`,
-:func:`decoder_logits`), so what is tested here is what they run.
+The modules of :mod:`course_lib.models` (``TransformerBlock``, ``DecoderOnlyModel``) and of
+:mod:`course_lib.block.encoder_decoder` hold their weights as ``torch.nn.Parameter`` and call the
+same code (:func:`block_forward`, :func:`decoder_logits`, :func:`decoder_block_forward`,
+:func:`encoder_decoder_forward`), so what is tested here is what they run.
 """
 
 from __future__ import annotations
@@ -21,9 +22,14 @@ import torch
 import torch.nn.functional as F
 
 from course_lib.attention.accelerated import causal_mask, multi_head_attention
-from course_lib.block.config import ACTIVATIONS, BlockConfig, DecoderConfig
+from course_lib.block.config import ACTIVATIONS, BlockConfig, DecoderConfig, EncoderDecoderConfig
 from course_lib.block.counting import count_parameters
-from course_lib.block.params import check_params, unflatten_parameters
+from course_lib.block.params import (
+    check_decoder_block_params,
+    check_params,
+    unflatten_decoder_block,
+    unflatten_parameters,
+)
 from course_lib.checks import (
     as_tensor,
     check_choice,
@@ -35,7 +41,9 @@ from course_lib.checks import (
 
 __all__ = [
     "activation",
+    "decoder_block",
     "decoder_forward",
+    "encoder_decoder_stack",
     "feed_forward",
     "glu_feed_forward",
     "layer_norm",
@@ -241,11 +249,13 @@ def _checked(params: Any, config: Any, cls: type, like: torch.Tensor | None) -> 
     if not isinstance(params, Mapping):
         params = unflatten_parameters(as_tensor(params, "params", ndim=1), config)
     p = check_params(params, config, lambda v, name: as_tensor(v, name))
-    flat = dict(p)
-    if isinstance(config, DecoderConfig):
-        flat.pop("blocks")
-        for r, blk in enumerate(p["blocks"]):
-            flat.update({f"blocks.{r}.{k}": v for k, v in blk.items()})
+    flat = {}
+    for k, v in p.items():
+        if isinstance(v, list):  # the blocks of a decoder, an encoder or a decoder stack
+            for r, blk in enumerate(v):
+                flat.update({f"{k}.{r}.{n}": t for n, t in blk.items()})
+        else:
+            flat[k] = v
     ref = like if like is not None else next(iter(flat.values()))
     same_device_and_dtype(x=ref, **flat)
     return p
@@ -384,3 +394,155 @@ def decoder_forward(tokens: Any, params: Any, config: DecoderConfig) -> torch.Te
     p = _checked(params, config, DecoderConfig, None)
     t = check_tokens(tokens, config, p["tok_emb"].device)
     return decoder_logits(t, p, config)
+
+
+# -------------------------------------------------------------------- the encoder-decoder
+def decoder_block_forward(
+    y: torch.Tensor,
+    memory: torch.Tensor,
+    p: Mapping[str, torch.Tensor],
+    c: BlockConfig,
+    self_mask: torch.Tensor | None = None,
+    cross_mask: torch.Tensor | None = None,
+    dropout: Dropout | None = None,
+    record: list | None = None,
+) -> torch.Tensor:
+    """A decoder block on checked inputs (used by :func:`decoder_block` and the modules).
+
+    ``record``, if a list, receives the cross-attention's query input (the decoder side, after
+    its norm in pre-LN), so that a caller can recompute the cross-attention weights.
+    """
+
+    def drop(t: torch.Tensor) -> torch.Tensor:
+        return t if dropout is None else dropout(t)
+
+    def self_attn(z: torch.Tensor) -> torch.Tensor:
+        return drop(multi_head_attention(
+            z, z, z, p["w_q"], p["w_k"], p["w_v"], p["w_o"], mask=self_mask,
+            b_q=p.get("b_q"), b_k=p.get("b_k"), b_v=p.get("b_v"), b_o=p.get("b_o"),
+        ))  # fmt: skip
+
+    def cross(z: torch.Tensor) -> torch.Tensor:
+        if record is not None:
+            record.append(z)
+        return drop(multi_head_attention(
+            z, memory, memory, p["cross_w_q"], p["cross_w_k"], p["cross_w_v"], p["cross_w_o"],
+            mask=cross_mask, b_q=p.get("cross_b_q"), b_k=p.get("cross_b_k"),
+            b_v=p.get("cross_b_v"), b_o=p.get("cross_b_o"),
+        ))  # fmt: skip
+
+    def ffn(z: torch.Tensor) -> torch.Tensor:
+        if c.gated:
+            return drop(_glu(
+                z, p["w_1"], p["w_2"], p["w_3"], p.get("b_1"), p.get("b_2"), p.get("b_3"),
+                c.activation,
+            ))  # fmt: skip
+        return drop(_ffn(z, p["w_1"], p["w_2"], p.get("b_1"), p.get("b_2"), c.activation))
+
+    if c.norm_position == "post":
+        y1 = _norm(y + self_attn(y), p, "norm1", c)  # (..., L_t, d)
+        y2 = _norm(y1 + cross(y1), p, "norm2", c)  # (..., L_t, d)
+        return _norm(y2 + ffn(y2), p, "norm3", c)
+    y1 = y + self_attn(_norm(y, p, "norm1", c))  # (..., L_t, d)
+    y2 = y1 + cross(_norm(y1, p, "norm2", c))
+    return y2 + ffn(_norm(y2, p, "norm3", c))
+
+
+def encoder_decoder_forward(
+    x: torch.Tensor,
+    y: torch.Tensor,
+    p: Mapping[str, Any],
+    c: EncoderDecoderConfig,
+    src_mask: torch.Tensor | None = None,
+    tgt_mask: torch.Tensor | None = None,
+    memory_mask: torch.Tensor | None = None,
+    dropout: Dropout | None = None,
+    record: list | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The encoder and decoder stacks on checked inputs; returns (memory, decoder output)."""
+    memory = x
+    for blk in p["encoder"]:
+        memory = block_forward(memory, blk, c.block, src_mask, dropout)  # (..., L_s, d)
+    if c.final_norm:
+        memory = _norm(memory, p, "encoder_norm", c.block)
+    out = y
+    for blk in p["decoder"]:
+        out = decoder_block_forward(
+            out, memory, blk, c.block, tgt_mask, memory_mask, dropout, record
+        )  # (..., L_t, d)
+    if c.final_norm:
+        out = _norm(out, p, "decoder_norm", c.block)
+    return memory, out
+
+
+def decoder_block(
+    y: Any,
+    memory: Any,
+    params: Any,
+    config: BlockConfig,
+    self_mask: Any = None,
+    cross_mask: Any = None,
+) -> torch.Tensor:
+    """A decoder block: masked self-attention, cross-attention to ``memory``, feed-forward.
+
+    y (..., L_t, d_model), memory (..., L_s, d_model) -> (..., L_t, d_model). ``params`` is a
+    dict (:func:`course_lib.block.params.decoder_block_layout`) or a flat vector; masks are
+    boolean, True where a query may attend.
+
+    >>> cfg = BlockConfig(d_model=4, n_heads=2, d_ff=8, norm_position="pre")
+    >>> from course_lib.block.params import init_decoder_block
+    >>> n = sum(v.size for v in init_decoder_block(cfg).values())
+    >>> decoder_block(torch.ones(2, 3, 4), torch.randn(2, 5, 4), torch.zeros(n), cfg).shape
+    torch.Size([2, 3, 4])
+    """
+    if not isinstance(config, BlockConfig):
+        raise TypeError(f"config must be a BlockConfig, got {type(config).__name__}")
+    y = as_tensor(y, "y", min_ndim=2)
+    if y.shape[-1] != config.d_model:
+        raise ValueError(
+            f"y must have last dimension d_model = {config.d_model}, got shape {fmt_shape(y.shape)}"
+        )
+    memory = as_tensor(memory, "memory", min_ndim=2)
+    same_device_and_dtype(y=y, memory=memory)
+    if memory.shape[-1] != config.d_model:
+        raise ValueError(
+            f"memory must have last dimension d_model = {config.d_model}, "
+            f"got shape {fmt_shape(memory.shape)}"
+        )
+    if not isinstance(params, Mapping):
+        params = unflatten_decoder_block(as_tensor(params, "params", ndim=1), config)
+    p = check_decoder_block_params(params, config, lambda v, name: as_tensor(v, name))
+    same_device_and_dtype(y=y, **p)
+    return decoder_block_forward(y, memory, p, config, self_mask, cross_mask)
+
+
+def encoder_decoder_stack(
+    x: Any,
+    y: Any,
+    params: Any,
+    config: EncoderDecoderConfig,
+    src_mask: Any = None,
+    tgt_mask: Any = None,
+    memory_mask: Any = None,
+) -> torch.Tensor:
+    """The encoder-decoder body (``torch.nn.Transformer`` without its embeddings).
+
+    x (..., L_s, d) source, y (..., L_t, d) target -> (..., L_t, d). Masks are boolean, True
+    where a query may attend (the opposite of PyTorch's boolean masks).
+
+    >>> cfg = EncoderDecoderConfig(1, 2, BlockConfig(d_model=4, n_heads=2, d_ff=8))
+    >>> theta = torch.randn(count_parameters(cfg), dtype=torch.float64)
+    >>> encoder_decoder_stack(torch.randn(3, 4).double(), torch.ones(2, 4).double(), theta, cfg).shape
+    torch.Size([2, 4])
+    """
+    if not isinstance(config, EncoderDecoderConfig):
+        raise TypeError(f"config must be an EncoderDecoderConfig, got {type(config).__name__}")
+    x = _check_x(x, config.block)
+    y = as_tensor(y, "y", min_ndim=2)
+    if y.shape[-1] != config.d_model:
+        raise ValueError(
+            f"y must have last dimension d_model = {config.d_model}, got shape {fmt_shape(y.shape)}"
+        )
+    same_device_and_dtype(x=x, y=y)
+    p = _checked(params, config, EncoderDecoderConfig, x)
+    return encoder_decoder_forward(x, y, p, config, src_mask, tgt_mask, memory_mask)[1]

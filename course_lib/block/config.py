@@ -5,6 +5,9 @@
   gated (GLU) and whether the block has biases.
 * :class:`DecoderConfig` describes a decoder-only model (Strabel's notes, eq. 21): token and
   position embeddings, ``n_layers`` blocks, an optional final norm and a (tied) output projection.
+* :class:`EncoderDecoderConfig` describes the encoder-decoder stack of the original Transformer
+  (Strabel's notes section 3, Figure 3; the body of ``torch.nn.Transformer``): an encoder of
+  ``n_encoder_layers`` blocks and a decoder of ``n_decoder_layers`` blocks with cross-attention.
 
 >>> BlockConfig(d_model=8, n_heads=2, d_ff=32).d_head
 4
@@ -16,7 +19,14 @@ from dataclasses import dataclass, field
 
 from course_lib.checks import check_bool, check_choice, check_int, check_real
 
-__all__ = ["ACTIVATIONS", "NORMS", "NORM_POSITIONS", "BlockConfig", "DecoderConfig"]
+__all__ = [
+    "ACTIVATIONS",
+    "NORMS",
+    "NORM_POSITIONS",
+    "BlockConfig",
+    "DecoderConfig",
+    "EncoderDecoderConfig",
+]
 
 NORM_POSITIONS = ("post", "pre", "parallel")
 NORMS = ("layer", "rms")
@@ -140,6 +150,57 @@ class DecoderConfig:
         check_bool(self.tie_embeddings, "tie_embeddings")
         if self.final_norm is None:
             object.__setattr__(self, "final_norm", self.block.norm_position != "post")
+        check_bool(self.final_norm, "final_norm")
+
+    @property
+    def d_model(self) -> int:
+        return self.block.d_model
+
+
+@dataclass(frozen=True)
+class EncoderDecoderConfig:
+    """The encoder-decoder Transformer of Vaswani et al. (Strabel's notes section 3, Figure 3).
+
+    The encoder is ``n_encoder_layers`` blocks of self-attention and feed-forward; each of the
+    ``n_decoder_layers`` decoder blocks has three sub-layers: masked self-attention,
+    cross-attention (queries from the decoder, keys and values from the encoder's output, the
+    *memory*) and feed-forward. Every block shares ``block`` (post-LN or pre-LN; a parallel block
+    has no place for the cross-attention). This is the body of ``torch.nn.Transformer``:
+    embeddings and the output projection are the model's (:mod:`course_lib.block.encoder_decoder`).
+
+    Attributes:
+        n_encoder_layers, n_decoder_layers: the depths of the two stacks.
+        block: the configuration of every block (widths, norm position, norm, activation, ...).
+        final_norm: a norm after each stack (the encoder's output and the decoder's output);
+            default ``True`` for pre-LN stacks, ``False`` for post-LN ones.
+            ``torch.nn.Transformer`` always has both.
+
+    >>> cfg = EncoderDecoderConfig(2, 1, BlockConfig(d_model=8, n_heads=2, d_ff=16, norm_position="pre"))
+    >>> cfg.final_norm, cfg.d_model
+    (True, 8)
+    >>> EncoderDecoderConfig(1, 1, BlockConfig(8, 2, 16, norm_position="parallel"))
+    Traceback (most recent call last):
+    ...
+    ValueError: block.norm_position must be 'post' or 'pre' in an encoder-decoder, got 'parallel'
+    """
+
+    n_encoder_layers: int
+    n_decoder_layers: int
+    block: BlockConfig
+    final_norm: bool | None = field(default=None)
+
+    def __post_init__(self) -> None:
+        check_int(self.n_encoder_layers, "n_encoder_layers", low=1)
+        check_int(self.n_decoder_layers, "n_decoder_layers", low=1)
+        if not isinstance(self.block, BlockConfig):
+            raise TypeError(f"block must be a BlockConfig, got {type(self.block).__name__}")
+        if self.block.norm_position not in ("post", "pre"):
+            raise ValueError(
+                "block.norm_position must be 'post' or 'pre' in an encoder-decoder, "
+                f"got {self.block.norm_position!r}"
+            )
+        if self.final_norm is None:
+            object.__setattr__(self, "final_norm", self.block.norm_position == "pre")
         check_bool(self.final_norm, "final_norm")
 
     @property

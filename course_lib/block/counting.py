@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from course_lib.block.config import BlockConfig, DecoderConfig
+from course_lib.block.config import BlockConfig, DecoderConfig, EncoderDecoderConfig
 from course_lib.checks import check_int
 
 __all__ = [
@@ -38,7 +38,9 @@ def count_parameters(config: BlockConfig | DecoderConfig) -> int:
     * feed-forward: ``2 d f`` weights and ``f + d`` biases, or, gated, ``3 d f`` and ``2 f + d``;
     * norms: 2 (1 for the parallel block), each ``2d`` (LayerNorm) or ``d`` (RMSNorm or no bias).
 
-    A decoder adds ``(V + n_ctx) d`` embeddings, the final norm, and ``d V`` if untied.
+    A decoder adds ``(V + n_ctx) d`` embeddings, the final norm, and ``d V`` if untied. An
+    encoder-decoder's decoder blocks each add a cross-attention and a third norm to a block,
+    and each stack may end in a norm.
 
     >>> count_parameters(BlockConfig(d_model=512, n_heads=8, d_ff=2048))  # 12 d^2 + 13 d
     3152384
@@ -53,9 +55,16 @@ def count_parameters(config: BlockConfig | DecoderConfig) -> int:
         if not config.tie_embeddings:
             total += d * config.vocab_size
         return total
+    if isinstance(config, EncoderDecoderConfig):
+        c = config.block
+        block, norm = count_parameters(c), (2 * c.d_model if c.norm_has_bias else c.d_model)
+        cross = 4 * c.d_model * c.d_attn + ((3 * c.d_attn + c.d_model) if c.bias else 0)
+        total = config.n_encoder_layers * block + config.n_decoder_layers * (block + cross + norm)
+        return total + (2 * norm if config.final_norm else 0)
     if not isinstance(config, BlockConfig):
         raise TypeError(
-            f"config must be a BlockConfig or a DecoderConfig, got {type(config).__name__}"
+            "config must be a BlockConfig, a DecoderConfig or an EncoderDecoderConfig, "
+            f"got {type(config).__name__}"
         )
     c = config
     d, da, f = c.d_model, c.d_attn, c.d_ff

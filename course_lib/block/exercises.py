@@ -15,14 +15,25 @@ import course_lib.block.reference as ref
 from course_lib.attention.reference import multi_head_attention
 from course_lib.block.config import BlockConfig, DecoderConfig
 from course_lib.block.counting import count_parameters
-from course_lib.block.params import init_parameters
+from course_lib.block.params import init_decoder_block, init_parameters
 from course_lib.checker import Outcome, check_cases, diagnose, seeded, to_array
 
-__all__ = ["PRE_LN_CONFIG", "gpt_parameters", "layer_norm", "pre_ln_block"]
+__all__ = [
+    "DECODER_CONFIG",
+    "PRE_LN_CONFIG",
+    "decoder_block",
+    "gpt_parameters",
+    "layer_norm",
+    "layer_norm_backward",
+    "pre_ln_block",
+]
 
 #: The block of exercise "a pre-LN block from parts": d_model 8, 2 heads, d_ff 32, ReLU, biases.
 PRE_LN_CONFIG = BlockConfig(d_model=8, n_heads=2, d_ff=32, norm_position="pre")
 
+
+#: The decoder block of exercise "a decoder block with cross-attention": post-LN, as the paper.
+DECODER_CONFIG = BlockConfig(d_model=8, n_heads=2, d_ff=32, norm_position="post")
 
 #: Seed of this chapter's checker inputs.
 SEED = 2025
@@ -88,6 +99,68 @@ def layer_norm(fn: Callable, *, require: bool = False) -> Outcome:
         "LayerNorm with gain and bias",
         lambda x, g, b: fn(x, g, b, eps=eps),
         [(d, (x, g, b), (x, g, b)) for d, x, g, b in cases],
+        compare=compare,
+        require=require,
+    )
+
+
+# ------------------------------------------------------------------- LayerNorm backward
+def _layer_norm_grad(x: np.ndarray, g: np.ndarray, dy: np.ndarray, eps: float) -> np.ndarray:
+    """dL/dx of LayerNorm by autograd (float64), the checker's independent answer."""
+    import torch
+
+    xt = torch.tensor(x, dtype=torch.float64, requires_grad=True)
+    y = torch.nn.functional.layer_norm(xt, x.shape[-1:], torch.tensor(g), None, eps)
+    y.backward(torch.tensor(dy))
+    return xt.grad.numpy()
+
+
+def layer_norm_backward(fn: Callable, *, require: bool = False) -> Outcome:
+    """Exercise: ``fn(x, gain, grad_out, eps=1e-5)`` returns dL/dx of LayerNorm over the last
+    axis, given dL/dy = ``grad_out`` (the bias does not change it)."""
+    rng = seeded(SEED + 1)
+    eps = 1e-5
+    cases = [
+        ("one token (1, 2, 3), gain 1, grad_out (1, 0, 0)", np.array([[1.0, 2.0, 3.0]]),
+         np.ones(3), np.array([[1.0, 0.0, 0.0]])),
+        ("a (4, 8) x with a random gain and grad_out", rng.standard_normal((4, 8)),
+         1 + rng.standard_normal(8), rng.standard_normal((4, 8))),
+        ("a batch (2, 3, 5)", 3 * rng.standard_normal((2, 3, 5)) + 1,
+         rng.standard_normal(5), rng.standard_normal((2, 3, 5))),
+    ]  # fmt: skip
+
+    def compare(got: object, case: tuple) -> str | None:
+        x, g, dy = case
+        expected = _layer_norm_grad(x, g, dy, eps)
+        if _close(got, expected):
+            return None
+        arr = to_array(got)
+        if arr is not None and arr.shape == expected.shape:
+            mu = x.mean(-1, keepdims=True)
+            sigma = np.sqrt(x.var(-1, keepdims=True) + eps)
+            gh, xh = dy * g, (x - mu) / sigma
+            if _close(arr, gh / sigma):
+                return (
+                    "you treated mu and sigma as constants; they depend on every entry of the "
+                    "token, which adds -mean(g_hat) and -x_hat * mean(g_hat * x_hat)"
+                )
+            if _close(arr, (gh - gh.mean(-1, keepdims=True)) / sigma):
+                return "the mean's term is right; the path through sigma is missing"
+            if _close(arr, (gh - xh * (gh * xh).mean(-1, keepdims=True)) / sigma):
+                return "the path through sigma is right; the path through mu is missing"
+            if _close(arr, expected / g):
+                return "multiply grad_out by the gain first: the gain sits after the normalisation"
+            if not np.allclose(arr.sum(-1), 0) and np.allclose(expected.sum(-1), 0):
+                return (
+                    "each token's gradient must sum to 0 (adding a constant to a token does not "
+                    "change its LayerNorm); yours does not"
+                )
+        return diagnose(got, expected)
+
+    return check_cases(
+        "the gradient of LayerNorm",
+        lambda x, g, dy: fn(x, g, dy, eps=eps),
+        [(d, (x, g, dy), (x, g, dy)) for d, x, g, dy in cases],
         compare=compare,
         require=require,
     )
@@ -228,4 +301,83 @@ def gpt_parameters(fn: Callable, *, require: bool = False) -> Outcome:
         [(desc, s, s) for desc, s in sizes],
         compare=compare,
         require=require,
+    )
+
+
+# ------------------------------------------------------------- a decoder block, post-LN
+def _decoder_variants(y, m, p) -> dict[str, np.ndarray]:
+    """Typical wrong decoder blocks, each with the explanation the checker gives."""
+    L = y.shape[-2]
+    causal = np.tril(np.ones((L, L), dtype=bool))
+
+    def ln(i, z):
+        return ref.layer_norm(z, p[f"norm{i}_gain"], p[f"norm{i}_bias"])
+
+    def att(x_q, x_kv, prefix="", mask=None):
+        w = [p[prefix + n] for n in ("w_q", "w_k", "w_v", "w_o")]
+        b = {n: p[prefix + n] for n in ("b_q", "b_k", "b_v", "b_o")}
+        return multi_head_attention(x_q, x_kv, x_kv, *w, mask=mask, **b)
+
+    def ffn(z):
+        return ref.feed_forward(z, p["w_1"], p["w_2"], p["b_1"], p["b_2"])
+
+    def post(self_mask, kv="memory", cross_residual=True):
+        y1 = ln(1, y + att(y, y, mask=self_mask))
+        c = att(y1, {"memory": m, "y1": y1, "y": y}[kv], "cross_")
+        y2 = ln(2, (y1 if cross_residual else 0) + c)
+        return ln(3, y2 + ffn(y2))
+
+    pre = BlockConfig(**{**DECODER_CONFIG.__dict__, "norm_position": "pre"})
+    own_states = (
+        "the cross-attention reads the decoder's own states: its keys and values must come "
+        "from the memory (the encoder's output), only its queries from the decoder"
+    )
+    return {
+        "the self-attention is not masked: target position i must not see the tokens after "
+        "it (pass a causal mask to the first attention only)": post(None),
+        own_states: post(causal, kv="y1"),
+        own_states + " (here they come from the block's input y)": post(causal, kv="y"),
+        "the cross-attention has no residual connection: add its output to its input before "
+        "the second norm": post(causal, cross_residual=False),
+        "this is the pre-LN decoder block; the exercise asks for post-LN (norm after each "
+        "residual addition, as in the original Transformer)": (
+            ref.decoder_block(y, m, p, pre, self_mask=causal)
+        ),
+    }
+
+
+def decoder_block(fn: Callable, *, require: bool = False) -> Outcome:
+    """Exercise: ``fn(y, memory, params)`` is the post-LN decoder block of :data:`DECODER_CONFIG`.
+
+    Masked (causal) self-attention over ``y`` with ``norm1``, cross-attention (``cross_w_q``
+    ...) with queries from the decoder and keys and values from ``memory`` with ``norm2``, the
+    feed-forward network with ``norm3``; no source padding.
+
+    >>> decoder_block(lambda y, m, p: ref.decoder_block(
+    ...     y, m, p, DECODER_CONFIG, self_mask=np.tril(np.ones((y.shape[-2],) * 2, bool)))).passed
+    True
+    """
+    rng = seeded(SEED + 1)
+    cases = []
+    for ys, ms in (((4, 8), (6, 8)), ((2, 3, 8), (2, 5, 8)), ((1, 8), (1, 8))):
+        p = init_decoder_block(DECODER_CONFIG, rng)
+        p = {k: v + 0.3 * rng.standard_normal(v.shape) for k, v in p.items()}
+        y, m = rng.standard_normal(ys), rng.standard_normal(ms)
+        cases.append((f"y of shape {ys} and memory of shape {ms}", (y, m, p), (y, m, p)))
+
+    def compare(got: object, case: tuple) -> str | None:
+        y, m, p = case
+        L = y.shape[-2]
+        expected = ref.decoder_block(
+            y, m, p, DECODER_CONFIG, self_mask=np.tril(np.ones((L, L), dtype=bool))
+        )
+        if _close(got, expected):
+            return None
+        for why, wrong in _decoder_variants(y, m, p).items():
+            if _close(got, wrong):
+                return why
+        return diagnose(got, expected)
+
+    return check_cases(
+        "a decoder block with cross-attention", fn, cases, compare=compare, require=require
     )

@@ -14,10 +14,11 @@ warm-up, three seeds) than the notebook can afford to run in its time budget.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import platform
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -29,11 +30,38 @@ from course_lib.checks import check_choice, check_int, check_real
 from course_lib.models import DecoderOnlyModel
 from course_lib.paths import data_path
 
-__all__ = ["gradient_norms_at_init", "load_log", "make_log", "reversal_batch", "train_reversal"]
+__all__ = [
+    "gradient_norms_at_init",
+    "load_log",
+    "make_log",
+    "reversal_batch",
+    "threads",
+    "train_reversal",
+]
 
 SEPARATOR = 10  # token id of the separator; digits are 0..9
 VOCAB = 11
 LOG_FILE = "block_training_log.json"  # under course_lib.paths.data_dir()
+
+
+@contextlib.contextmanager
+def threads(n: int | None) -> Iterator[None]:
+    """Run the block with PyTorch using ``n`` intra-op threads (None: leave it), then restore.
+
+    The models of this chapter multiply matrices of a few thousand numbers: a second thread
+    saves almost nothing, and on a busy machine threads that wait for each other cost several
+    times the work itself. The training functions below use one.
+    """
+    if n is None:
+        yield
+        return
+    check_int(n, "threads", low=1)
+    before = torch.get_num_threads()
+    torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
 
 
 def _decoder(norm_position: str, n_layers: int, d_model: int, vocab: int, context: int):
@@ -71,7 +99,8 @@ def gradient_norms_at_init(
     gen = torch.Generator().manual_seed(seed)
     model = DecoderOnlyModel(cfg, dtype=dtype, generator=gen).to(device)
     tokens = torch.randint(0, vocab, (batch_size, length), generator=gen).to(device)
-    model.loss(tokens[:, :-1], tokens[:, 1:]).backward()
+    with threads(1 if torch.device(device).type == "cpu" else None):
+        model.loss(tokens[:, :-1], tokens[:, 1:]).backward()
     return np.array(
         [
             float(torch.sqrt(sum((getattr(b, n).grad.double() ** 2).sum() for n in names)))
@@ -131,6 +160,15 @@ def train_reversal(
     check_int(steps, "steps", low=1)
     check_int(warmup, "warmup", low=0)
     check_real(lr, "lr", low=0.0, low_open=True, high_open=True)
+    with threads(1 if torch.device(device).type == "cpu" else None):
+        return _train_reversal(
+            norm_position, n_layers, lr, steps, d_model, seed, batch_size, warmup, n_digits, device
+        )
+
+
+def _train_reversal(
+    norm_position, n_layers, lr, steps, d_model, seed, batch_size, warmup, n_digits, device
+) -> dict[str, Any]:
     cfg = _decoder(norm_position, n_layers, d_model, VOCAB, 2 * n_digits)
     gen = torch.Generator().manual_seed(seed)
     model = DecoderOnlyModel(cfg, generator=gen).to(device)

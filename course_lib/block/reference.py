@@ -14,7 +14,11 @@ Written to be read beside the equations, in float64, row convention (one token p
 * :func:`transformer_block`: post-LN (notes ``002`` section 2.4, slides ``003``), pre-LN (notes
   ``004`` section 1.3) and the parallel block (notes ``001``), with or without biases;
 * :func:`transformer_stack`: R blocks, each with its own parameters (slides ``003``);
-* :func:`decoder_forward`: the decoder-only model of notes ``002`` eq. (21).
+* :func:`decoder_forward`: the decoder-only model of notes ``002`` eq. (21);
+* :func:`decoder_block`: a decoder block of the encoder-decoder Transformer (notes ``002``
+  section 3, Figure 3): masked self-attention, cross-attention to the encoder's output, FFN;
+* :func:`encoder_decoder_stack`: the encoder stack and the decoder stack together, the body of
+  ``torch.nn.Transformer``.
 
 The attention inside a block is Chapter 4's :func:`course_lib.attention.reference.multi_head_attention`.
 Configurations and parameter layouts are in :mod:`course_lib.block.params`.
@@ -29,14 +33,21 @@ from typing import Any
 import numpy as np
 
 from course_lib.attention.reference import causal_mask, multi_head_attention
-from course_lib.block.config import ACTIVATIONS, BlockConfig, DecoderConfig
+from course_lib.block.config import ACTIVATIONS, BlockConfig, DecoderConfig, EncoderDecoderConfig
 from course_lib.block.counting import count_parameters
-from course_lib.block.params import check_params, unflatten_parameters
+from course_lib.block.params import (
+    check_decoder_block_params,
+    check_params,
+    unflatten_decoder_block,
+    unflatten_parameters,
+)
 from course_lib.checks import as_array, check_choice, check_real, fmt_shape
 
 __all__ = [
     "activation",
+    "decoder_block",
     "decoder_forward",
+    "encoder_decoder_stack",
     "feed_forward",
     "glu_feed_forward",
     "layer_norm",
@@ -387,3 +398,141 @@ def decoder_forward(tokens: Any, params: Any, config: DecoderConfig) -> np.ndarr
             h = layer_norm(h, p["final_norm_gain"], p.get("final_norm_bias"), eps=c.eps)
     w_out = p["tok_emb"].T if config.tie_embeddings else p["w_out"]  # (d, V)
     return h @ w_out  # (..., L, V)
+
+
+# -------------------------------------------------------------------- the encoder-decoder
+def _cross_attention(p: Mapping[str, np.ndarray], z: np.ndarray, memory: np.ndarray, mask: Any):
+    """Queries from the decoder (z), keys and values from the encoder's output (memory)."""
+    return multi_head_attention(
+        z, memory, memory, p["cross_w_q"], p["cross_w_k"], p["cross_w_v"], p["cross_w_o"],
+        mask=mask, b_q=p.get("cross_b_q"), b_k=p.get("cross_b_k"), b_v=p.get("cross_b_v"),
+        b_o=p.get("cross_b_o"),
+    )  # fmt: skip
+
+
+def _check_memory(y: np.ndarray, memory: Any, d: int) -> np.ndarray:
+    memory = as_array(memory, "memory", min_ndim=2)
+    if memory.shape[-1] != d:
+        raise ValueError(
+            f"memory must have last dimension d_model = {d}, got shape {fmt_shape(memory.shape)}"
+        )
+    return memory
+
+
+def decoder_block(
+    y: Any,
+    memory: Any,
+    params: Any,
+    config: BlockConfig,
+    self_mask: Any = None,
+    cross_mask: Any = None,
+) -> np.ndarray:
+    """A decoder block of the encoder-decoder Transformer (Vaswani et al. 2017, section 3.1).
+
+    Three sub-layers, each in a residual connection with a norm: masked multi-head
+    self-attention over the target ``y`` (``self_mask``, usually causal), multi-head
+    **cross-attention** whose queries come from the decoder and whose keys and values come
+    from the encoder's output ``memory`` (``cross_mask``, usually the source's padding), and
+    the feed-forward network. With ``N1, N2, N3`` the norms:
+
+    * ``post``: ``Y1 = N1(Y + SA(Y))``, ``Y2 = N2(Y1 + CA(Y1, M))``, ``out = N3(Y2 + FFN(Y2))``;
+    * ``pre``: ``Y1 = Y + SA(N1(Y))``, ``Y2 = Y1 + CA(N2(Y1), M)``, ``out = Y2 + FFN(N3(Y2))``.
+
+    Args:
+        y: (..., L_t, d_model) target token vectors.
+        memory: (..., L_s, d_model) the encoder's output; the cross-attention's keys and values.
+        params: a dict named as :func:`course_lib.block.params.decoder_block_layout` lists, or
+            one flat vector in that order.
+        config: a post-LN or pre-LN :class:`~course_lib.block.config.BlockConfig`.
+        self_mask: boolean, broadcast to (..., h, L_t, L_t); True where a query may attend.
+        cross_mask: boolean, broadcast to (..., h, L_t, L_s).
+
+    >>> from course_lib.block.params import init_decoder_block
+    >>> cfg = BlockConfig(d_model=4, n_heads=2, d_ff=8, norm_position="pre")
+    >>> p = init_decoder_block(cfg)
+    >>> y, m = np.ones((3, 4)) * [1, 2, 3, 4], np.eye(4)[:2]  # 3 target, 2 source tokens
+    >>> decoder_block(y, m, p, cfg, self_mask=causal_mask(3)).shape
+    (3, 4)
+    """
+    if not isinstance(config, BlockConfig):
+        raise TypeError(f"config must be a BlockConfig, got {type(config).__name__}")
+    if not isinstance(params, Mapping):
+        params = unflatten_decoder_block(as_array(params, "params", ndim=1), config)
+    p = check_decoder_block_params(params, config, as_array)
+    y = as_array(y, "y", min_ndim=2)
+    if y.shape[-1] != config.d_model:
+        raise ValueError(
+            f"y must have last dimension d_model = {config.d_model}, got shape {fmt_shape(y.shape)}"
+        )
+    memory = _check_memory(y, memory, config.d_model)
+    norm, self_attn, ffn = _sublayers(p, config, self_mask)
+
+    def cross(z: np.ndarray) -> np.ndarray:
+        return _cross_attention(p, z, memory, cross_mask)
+
+    if config.norm_position == "post":
+        y1 = norm(1, y + self_attn(y))  # (..., L_t, d)
+        y2 = norm(2, y1 + cross(y1))  # (..., L_t, d): every target token reads the source
+        return norm(3, y2 + ffn(y2))
+    y1 = y + self_attn(norm(1, y))  # (..., L_t, d)
+    y2 = y1 + cross(norm(2, y1))  # the memory is not normalised here: the encoder's norm did it
+    return y2 + ffn(norm(3, y2))
+
+
+def _final(h: np.ndarray, p: Mapping[str, np.ndarray], prefix: str, c: BlockConfig) -> np.ndarray:
+    if c.norm == "rms":
+        return rms_norm(h, p[f"{prefix}_gain"], eps=c.eps)
+    return layer_norm(h, p[f"{prefix}_gain"], p.get(f"{prefix}_bias"), eps=c.eps)
+
+
+def encoder_decoder_stack(
+    x: Any,
+    y: Any,
+    params: Any,
+    config: EncoderDecoderConfig,
+    src_mask: Any = None,
+    tgt_mask: Any = None,
+    memory_mask: Any = None,
+) -> np.ndarray:
+    """The encoder-decoder Transformer's body: the encoder reads x, the decoder writes from y.
+
+    ``M = EncNorm(Block_E(... Block_1(x)))`` with ``src_mask`` in every encoder block, then
+    ``out = DecNorm(Dec_D(... Dec_1(y, M), M))`` with ``tgt_mask`` in every decoder
+    self-attention and ``memory_mask`` in every cross-attention (the final norms only if
+    ``config.final_norm``). The same computation as ``torch.nn.Transformer.forward(src, tgt,
+    ...)``, with masks that say where a query *may* attend (PyTorch's boolean masks say
+    where it may not).
+
+    Args:
+        x: (..., L_s, d_model) source vectors (embedded); y: (..., L_t, d_model) target vectors.
+        params: ``{"encoder": [block dicts], "decoder": [decoder-block dicts],
+            "encoder_norm_gain", ...}`` or one flat vector in :func:`course_lib.block.params.layout` order.
+
+    >>> from course_lib.block.params import init_parameters
+    >>> cfg = EncoderDecoderConfig(2, 2, BlockConfig(d_model=4, n_heads=2, d_ff=8))
+    >>> x, y = np.eye(4)[:3], np.ones((2, 4)) * [1, 2, 3, 4]
+    >>> encoder_decoder_stack(x, y, init_parameters(cfg), cfg, tgt_mask=causal_mask(2)).shape
+    (2, 4)
+    """
+    if not isinstance(config, EncoderDecoderConfig):
+        raise TypeError(f"config must be an EncoderDecoderConfig, got {type(config).__name__}")
+    if not isinstance(params, Mapping):
+        params = unflatten_parameters(as_array(params, "params", ndim=1), config)
+    p = check_params(params, config, as_array)
+    c = config.block
+    x = as_array(x, "x", min_ndim=2)
+    if x.shape[-1] != c.d_model:
+        raise ValueError(
+            f"x must have last dimension d_model = {c.d_model}, got shape {fmt_shape(x.shape)}"
+        )
+    memory = x
+    for blk in p["encoder"]:
+        memory = transformer_block(memory, blk, c, src_mask)  # (..., L_s, d)
+    if config.final_norm:
+        memory = _final(memory, p, "encoder_norm", c)
+    out = y
+    for blk in p["decoder"]:
+        out = decoder_block(out, memory, blk, c, tgt_mask, memory_mask)  # (..., L_t, d)
+    if config.final_norm:
+        out = _final(out, p, "decoder_norm", c)
+    return out

@@ -9,11 +9,21 @@ drawn; ``tests/test_block.py`` also runs each of the 96 combinations explicitly.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 from hypothesis import strategies as st
 
-from course_lib.block.config import ACTIVATIONS, NORM_POSITIONS, NORMS, BlockConfig, DecoderConfig
+from course_lib.block.config import (
+    ACTIVATIONS,
+    NORM_POSITIONS,
+    NORMS,
+    BlockConfig,
+    DecoderConfig,
+    EncoderDecoderConfig,
+)
 from course_lib.block.counting import count_parameters
+from course_lib.block.params import decoder_block_layout
 from course_lib.conformance import (
     ALL_DTYPES,
     Case,
@@ -64,14 +74,14 @@ def ffn_inputs(draw: st.DrawFn, gated: bool = False) -> Case:
 
 
 @st.composite
-def block_configs(draw: st.DrawFn) -> BlockConfig:
+def block_configs(draw: st.DrawFn, positions: tuple[str, ...] = NORM_POSITIONS) -> BlockConfig:
     h, dk = draw(st.integers(1, 3)), draw(st.integers(1, 3))
     return BlockConfig(
         d_model=draw(st.integers(2, 6)),
         n_heads=h,
         d_head=dk,
         d_ff=draw(st.integers(1, 6)),
-        norm_position=draw(st.sampled_from(NORM_POSITIONS)),
+        norm_position=draw(st.sampled_from(positions)),
         norm=draw(st.sampled_from(NORMS)),
         activation=draw(st.sampled_from(ACTIVATIONS)),
         gated=draw(st.booleans()),
@@ -111,6 +121,51 @@ def decoder_inputs(draw: st.DrawFn) -> Case:
     L = draw(st.integers(1, cfg.context_length))
     tokens = rng.integers(0, cfg.vocab_size, (*draw(batch_shapes), L))
     return Case((tokens, _theta(rng, count_parameters(cfg)), cfg))
+
+
+def _keep(rng: np.random.Generator, rows: int, cols: int) -> np.ndarray:
+    """A random boolean (rows, cols) mask with at least one True per row (key 0 always kept)."""
+    keep = rng.random((rows, cols)) < 0.7
+    keep[:, 0] = True
+    return keep
+
+
+@st.composite
+def decoder_block_inputs(draw: st.DrawFn) -> Case:
+    """y (..., L_t, d), memory (..., L_s, d), flat parameters, a post-LN or pre-LN config, masks."""
+    cfg = draw(block_configs(positions=("post", "pre")))
+    rng = seeded_rng(draw)
+    batch, Lt, Ls = draw(batch_shapes), draw(st.integers(1, 4)), draw(st.integers(1, 4))
+    y = rng.standard_normal((*batch, Lt, cfg.d_model))
+    memory = rng.standard_normal((*batch, Ls, cfg.d_model))
+    n = sum(math.prod(s) for _, s in decoder_block_layout(cfg))
+    kwargs = {}
+    if draw(st.booleans()):
+        kwargs["self_mask"] = np.tril(np.ones((Lt, Lt), dtype=bool))
+    if draw(st.booleans()):
+        kwargs["cross_mask"] = _keep(rng, Lt, Ls)
+    return Case((y, memory, _theta(rng, n), cfg), kwargs)
+
+
+@st.composite
+def encoder_decoder_inputs(draw: st.DrawFn) -> Case:
+    """Source x (..., L_s, d), target y (..., L_t, d), flat parameters, config, masks."""
+    cfg = EncoderDecoderConfig(
+        draw(st.integers(1, 2)),
+        draw(st.integers(1, 2)),
+        draw(block_configs(positions=("post", "pre"))),
+        final_norm=draw(st.booleans()),
+    )
+    rng = seeded_rng(draw)
+    batch, Lt, Ls = draw(batch_shapes), draw(st.integers(1, 4)), draw(st.integers(1, 4))
+    x = rng.standard_normal((*batch, Ls, cfg.d_model))
+    y = rng.standard_normal((*batch, Lt, cfg.d_model))
+    kwargs = {"tgt_mask": np.tril(np.ones((Lt, Lt), dtype=bool))}
+    if draw(st.booleans()):  # source padding: the same keys hidden from every query
+        keep = _keep(rng, 1, Ls)  # (1, L_s)
+        kwargs["src_mask"] = keep
+        kwargs["memory_mask"] = keep
+    return Case((x, y, _theta(rng, count_parameters(cfg)), cfg), kwargs)
 
 
 # tolerances: a norm divides by a standard deviation, so its output error is about the input
@@ -169,4 +224,15 @@ for _name, _inputs in (
     SPECS.append(Spec(topic="block", name=_name, inputs=_inputs, tolerance=_BLOCK_TOL))
 SPECS.append(
     Spec(topic="block", name="decoder_forward", inputs=decoder_inputs(), tolerance=_BLOCK_TOL)
+)
+SPECS.append(
+    Spec(topic="block", name="decoder_block", inputs=decoder_block_inputs(), tolerance=_BLOCK_TOL)
+)
+SPECS.append(
+    Spec(
+        topic="block",
+        name="encoder_decoder_stack",
+        inputs=encoder_decoder_inputs(),
+        tolerance=_BLOCK_TOL,
+    )
 )
