@@ -20,6 +20,8 @@ PORTABILITY_NOTEBOOKS = {
     "04_attention.ipynb",
     "05_transformer_block.ipynb",
     "06_positional_encodings.ipynb",
+    "09_bert.ipynb",
+    "13_peft.ipynb",
 }
 
 

@@ -22,6 +22,8 @@ ROOT = Path(__file__).resolve().parent.parent
 TRAINING_NOTEBOOKS = [
     "notebooks/05_transformer_block.ipynb",
     "notebooks/06_positional_encodings.ipynb",
+    "notebooks/09_bert.ipynb",
+    "notebooks/13_peft.ipynb",
 ]
 
 

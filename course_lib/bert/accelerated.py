@@ -1,0 +1,126 @@
+"""Chapter 9 (BERT): PyTorch twins of :mod:`course_lib.bert.reference`.
+
+Same names, signatures and equations (read the reference for the maths), batched over leading
+dimensions, on any device, in the parameters' dtype, differentiable. The blocks are chapter 5's
+:func:`course_lib.block.accelerated.block_forward`; the cores :func:`encode` and :func:`mlm_head`
+take checked inputs and are what :class:`course_lib.bert.model.Bert` runs on every step.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+from course_lib.bert.config import BertConfig, check_bert_params, unflatten
+from course_lib.bert.inputs import IGNORE, check_ids, check_labels, check_mask, check_segments
+from course_lib.block.accelerated import block_forward
+from course_lib.checks import as_tensor, same_device_and_dtype
+
+__all__ = ["bert_embeddings", "bert_encoder", "masked_lm_loss", "mlm_logits"]
+
+
+def _params(params: Any, config: Any) -> dict[str, Any]:
+    if not isinstance(config, BertConfig):
+        raise TypeError(f"config must be a BertConfig, got {type(config).__name__}")
+    if not isinstance(params, Mapping):
+        params = unflatten(as_tensor(params, "params", ndim=1), config)
+    p = check_bert_params(params, config, lambda v, name: as_tensor(v, name))
+    flat = {k: v for k, v in p.items() if k != "blocks"}
+    for r, blk in enumerate(p["blocks"]):
+        flat.update({f"blocks.{r}.{n}": v for n, v in blk.items()})
+    same_device_and_dtype(**flat)
+    return p
+
+
+def _inputs(tokens, segments, attention_mask, p, c: BertConfig):
+    dev = p["tok_emb"].device
+    tokens = torch.as_tensor(tokens, device=dev) if not isinstance(tokens, torch.Tensor) else tokens
+    t = check_ids(tokens, "tokens", c.vocab_size, c.max_len)
+    if segments is not None and not isinstance(segments, torch.Tensor):
+        segments = torch.as_tensor(segments, device=dev)
+    s = check_segments(segments, t, c.n_segments)
+    if attention_mask is not None and not isinstance(attention_mask, torch.Tensor):
+        attention_mask = torch.as_tensor(attention_mask, device=dev)
+    m = check_mask(attention_mask, t)
+    return t.long(), s.long(), m
+
+
+def embed(t: torch.Tensor, s: torch.Tensor, p: Mapping[str, Any], c: BertConfig) -> torch.Tensor:
+    """The embeddings on checked inputs: ``LN(W_tok[x] + W_pos[:L] + W_seg[s])`` (..., L, d)."""
+    e = F.embedding(t, p["tok_emb"]) + p["pos_emb"][: t.shape[-1]] + F.embedding(s, p["seg_emb"])
+    return F.layer_norm(e, (c.d_model,), p["emb_norm_gain"], p["emb_norm_bias"], c.block.eps)
+
+
+def encode(
+    t: torch.Tensor,
+    s: torch.Tensor,
+    m: torch.Tensor | None,
+    p: Mapping[str, Any],
+    c: BertConfig,
+    dropout=None,
+) -> torch.Tensor:
+    """The encoder on checked inputs: embeddings, then blocks with a padding mask only (..., L, d)."""
+    h = embed(t, s, p, c)  # (..., L, d)
+    if dropout is not None:
+        h = dropout(h)
+    mask = None if m is None else m[..., None, None, :]  # (..., 1, 1, L): keys that are real
+    for blk in p["blocks"]:
+        h = block_forward(h, blk, c.block, mask, dropout)  # (..., L, d)
+    return h
+
+
+def mlm_head(h: torch.Tensor, p: Mapping[str, Any], c: BertConfig) -> torch.Tensor:
+    """Dense + GELU + LayerNorm, then the tied output matrix ``W_tok^T`` and a bias: (..., L, V)."""
+    z = F.gelu(F.linear(h, p["mlm_w"].t(), p["mlm_b"]))  # (..., L, d)
+    z = F.layer_norm(z, (c.d_model,), p["mlm_norm_gain"], p["mlm_norm_bias"], c.block.eps)
+    return F.linear(z, p["tok_emb"], p["mlm_out_bias"])  # (..., L, V)
+
+
+def bert_embeddings(tokens: Any, segments: Any, params: Any, config: BertConfig) -> torch.Tensor:
+    """``LN(W_tok[x_t] + W_pos[t] + W_seg[s_t])``: tokens and segments (..., L) -> (..., L, d).
+
+    >>> from course_lib.bert.config import bert_block, count_parameters
+    >>> cfg = BertConfig(vocab_size=6, max_len=4, n_layers=1, block=bert_block(4, 2))
+    >>> bert_embeddings(torch.tensor([[1, 2, 3]]), None, torch.randn(count_parameters(cfg)), cfg).shape
+    torch.Size([1, 3, 4])
+    """
+    p = _params(params, config)
+    t, s, _ = _inputs(tokens, segments, None, p, config)
+    return embed(t, s, p, config)
+
+
+def bert_encoder(
+    tokens: Any, segments: Any, params: Any, config: BertConfig, attention_mask: Any = None
+) -> torch.Tensor:
+    """The encoder's last hidden states H (..., L, d); ``attention_mask`` True for real tokens."""
+    p = _params(params, config)
+    t, s, m = _inputs(tokens, segments, attention_mask, p, config)
+    return encode(t, s, m, p, config)
+
+
+def mlm_logits(
+    tokens: Any, segments: Any, params: Any, config: BertConfig, attention_mask: Any = None
+) -> torch.Tensor:
+    """The masked-LM scores (..., L, V) of the encoder's output through the tied head."""
+    p = _params(params, config)
+    t, s, m = _inputs(tokens, segments, attention_mask, p, config)
+    return mlm_head(encode(t, s, m, p, config), p, config)
+
+
+def masked_lm_loss(logits: Any, labels: Any) -> torch.Tensor:
+    """Mean cross-entropy over the positions whose label is not ``IGNORE`` (= -100).
+
+    >>> logits = torch.log(torch.tensor([[[0.5, 0.5], [0.9, 0.1], [0.2, 0.8]]]))
+    >>> round(float(masked_lm_loss(logits, torch.tensor([[IGNORE, 0, 1]]))), 6)
+    0.164252
+    """
+    logits = as_tensor(logits, "logits", min_ndim=2)
+    if not isinstance(labels, torch.Tensor):
+        labels = torch.as_tensor(labels, device=logits.device)
+    labels = check_labels(labels, tuple(logits.shape))
+    return F.cross_entropy(
+        logits.reshape(-1, logits.shape[-1]), labels.reshape(-1).long(), ignore_index=IGNORE
+    )

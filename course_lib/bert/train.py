@@ -1,0 +1,90 @@
+"""Training loops of Chapter 9: masked-LM pre-training and fine-tuning on the encoder tasks.
+
+Small on purpose: a few hundred AdamW steps on 2 CPU cores. Each loop is seeded (masking, batch
+order and initial weights), returns the losses step by step, and leaves the model in eval mode.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+import torch
+
+from course_lib.bert.config import BertConfig, bert_block
+from course_lib.bert.data import CLS, MASK, PAD, SEP, VOCAB_SIZE
+from course_lib.bert.masking import mask_tokens
+from course_lib.bert.model import Bert
+from course_lib.checks import check_int
+
+__all__ = ["SMALL", "fit", "pretrain_mlm"]
+
+#: The chapter's small BERT: 2 blocks of width 64, 4 heads, 80 positions, the BPE vocabulary.
+SMALL = BertConfig(vocab_size=VOCAB_SIZE, max_len=80, n_layers=2, block=bert_block(64, 4))
+
+
+def fit(
+    model: torch.nn.Module,
+    step_loss: Callable[[np.ndarray], torch.Tensor],
+    n_examples: int,
+    *,
+    steps: int,
+    batch_size: int = 32,
+    lr: float = 1e-3,
+    seed: int = 0,
+    progress: bool = False,
+) -> list[float]:
+    """AdamW on ``step_loss(batch_indices)`` for ``steps`` steps; returns the losses."""
+    check_int(steps, "steps", low=1)
+    check_int(batch_size, "batch_size", low=1)
+    check_int(n_examples, "n_examples", low=1)
+    rng = np.random.default_rng(seed)
+    torch.manual_seed(seed)
+    opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / 20))  # warm-up
+    losses = []
+    it = range(steps)
+    if progress:
+        from tqdm.auto import tqdm
+
+        it = tqdm(it, desc="training")
+    model.train()
+    for _ in it:
+        idx = rng.choice(n_examples, size=min(batch_size, n_examples), replace=False)
+        loss = step_loss(idx)
+        opt.zero_grad()
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        sched.step()
+        losses.append(loss.item())
+    model.eval()
+    return losses
+
+
+def pretrain_mlm(
+    chunks: np.ndarray,
+    *,
+    config: BertConfig = SMALL,
+    steps: int = 300,
+    batch_size: int = 32,
+    lr: float = 2e-3,
+    seed: int = 0,
+    model: Bert | None = None,
+    progress: bool = False,
+) -> tuple[Bert, list[float]]:
+    """Masked-LM pre-training on rows of token ids (N, L): fresh masks every step (15%, 80/10/10)."""
+    model = Bert(config, seed=seed, dropout=0.1) if model is None else model
+    mask_rng = np.random.default_rng(seed + 1)
+
+    def step_loss(idx: np.ndarray) -> torch.Tensor:
+        x, y = mask_tokens(chunks[idx], mask_rng, mask_id=MASK, vocab_size=config.vocab_size,
+                           special_ids=(PAD, CLS, SEP, MASK))  # fmt: skip
+        logits = model.mlm(torch.from_numpy(x), None, torch.from_numpy(chunks[idx] != PAD))
+        return torch.nn.functional.cross_entropy(
+            logits.reshape(-1, logits.shape[-1]), torch.from_numpy(y).reshape(-1), ignore_index=-100
+        )
+
+    losses = fit(model, step_loss, len(chunks), steps=steps, batch_size=batch_size, lr=lr,
+                 seed=seed, progress=progress)  # fmt: skip
+    return model, losses

@@ -1,0 +1,75 @@
+"""Chapter 13 (parameter-efficient fine-tuning): PyTorch twins of :mod:`course_lib.peft.reference`.
+
+Batched over leading dimensions, on any device, dtype-preserving, autograd-friendly. The unmerged
+layer never forms ``B A``: the update costs ``r (d + k)`` multiply-adds per input row instead of
+``d k``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+from course_lib.checks import as_tensor, check_real, fmt_shape, same_device_and_dtype
+from course_lib.peft.reference import check_lora_shapes
+
+__all__ = ["lora_linear", "lora_weight"]
+
+
+def _checked(W: Any, A: Any, B: Any, alpha: Any) -> tuple[torch.Tensor, ...]:
+    W = as_tensor(W, "W", ndim=2)
+    A = as_tensor(A, "A", ndim=2)
+    B = as_tensor(B, "B", ndim=2)
+    same_device_and_dtype(W=W, A=A, B=B)
+    r = check_lora_shapes(tuple(W.shape), tuple(A.shape), tuple(B.shape))
+    alpha = check_real(alpha, "alpha", low=0.0, low_open=True, high_open=True)
+    return W, A, B, alpha / r
+
+
+def lora_weight(W: Any, A: Any, B: Any, alpha: float) -> torch.Tensor:
+    """The merged weight ``W + (alpha / r) B A``: (d, k).
+
+    >>> W, A, B = torch.zeros(2, 2), torch.tensor([[1.0, 2.0]]), torch.tensor([[1.0], [0.0]])
+    >>> lora_weight(W, A, B, alpha=2.0)
+    tensor([[2., 4.],
+            [0., 0.]])
+    """
+    W, A, B, scale = _checked(W, A, B, alpha)
+    return torch.addmm(W, B, A, alpha=scale)  # W + scale * (B @ A), one fused call
+
+
+def lora_linear(x: Any, W: Any, A: Any, B: Any, alpha: float, b: Any = None) -> torch.Tensor:
+    """A LoRA layer, unmerged: ``x W^T + (alpha / r) (x A^T) B^T + b``; x (..., k) -> (..., d).
+
+    >>> x = torch.tensor([[1.0, 1.0]])
+    >>> lora_linear(x, torch.eye(2), torch.tensor([[1.0, 2.0]]), torch.tensor([[1.0], [0.0]]), alpha=2.0)
+    tensor([[7., 1.]])
+    """
+    W, A, B, scale = _checked(W, A, B, alpha)
+    x = as_tensor(x, "x", min_ndim=1)
+    same_device_and_dtype(x=x, W=W)
+    if x.shape[-1] != W.shape[1]:
+        raise ValueError(
+            f"x must have last dimension k = {W.shape[1]} (the inputs of W "
+            f"{fmt_shape(W.shape)}), got shape {fmt_shape(x.shape)}"
+        )
+    if b is not None:
+        b = as_tensor(b, "b", ndim=1)
+        if b.shape != (W.shape[0],):
+            raise ValueError(f"b must have shape ({W.shape[0]},), got {fmt_shape(b.shape)}")
+    return lora_core(x, W, A, B, scale, b)
+
+
+def lora_core(
+    x: torch.Tensor,
+    W: torch.Tensor,
+    A: torch.Tensor,
+    B: torch.Tensor,
+    scale: float,
+    b: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """:func:`lora_linear` on checked inputs (what the modules call on every step)."""
+    h = F.linear(x, W, b)  # (..., d): the frozen path
+    return h + scale * F.linear(F.linear(x, A), B)  # (..., r) then (..., d)

@@ -1,0 +1,862 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 13. Parameter-efficient fine-tuning: LoRA, QLoRA, prompt and prefix tuning
+#
+# Fine-tuning every weight of a pre-trained model needs, with Adam, four copies of the model in
+# memory (weights, gradients, two moments) and one full copy on disk per task. Parameter-efficient
+# methods freeze the pre-trained weights and train something small beside them: a low-rank update
+# of some matrices (LoRA), the same over a 4-bit frozen model (QLoRA), a few trainable input
+# embeddings (prompt tuning) or trainable keys and values in every layer (prefix tuning). This
+# chapter builds all four on chapter 5's decoder, checks each against the `peft` library on the
+# same weights, and races them on a task where the pre-trained model is wrong.
+#
+# **After this chapter you can**
+#
+# - write a LoRA layer, `h = W0 x + (alpha / r) B A x`, say why `B` starts at zero, and merge the
+#   update into `W0` and out again;
+# - count the trainable parameters of LoRA, prompt tuning and prefix tuning for any model, and
+#   check the count against `peft`;
+# - compute and measure the memory of weights, gradients and optimiser state for each method,
+#   and QLoRA's bits per frozen weight;
+# - say what prompt tuning and prefix tuning each let the model see, and why one adapter can be
+#   merged for free while the others cannot.
+#
+# **Assumes**: chapter 5 (the decoder-only model), chapter 12 (NF4 quantisation), matrix rank.
+# **Core path**: about 55 minutes; the optional section (13.10) adds about 3 minutes, the
+# exercises about 45.
+#
+# The chapter follows sections 11 and 13 of Strabel's notes {cite}`strabel2023transformers`
+# (LoRA, QLoRA, prompt design and tuning), the LoRA paper {cite}`hu2021lora`, the QLoRA paper
+# {cite}`dettmers2023qlora`, and the prompt-tuning and prefix-tuning papers the notes list
+# (Lester et al., 2021; Li and Liang, 2021).
+
+# %%
+import copy
+import logging
+import warnings
+
+import matplotlib.pyplot as plt
+import numpy as np
+import torch
+from torch import nn
+
+from course_lib import seed_everything
+from course_lib.checker import check_prediction
+from course_lib.peft import accelerated as fast
+from course_lib.peft import exercises as check
+from course_lib.peft import reference as ref
+from course_lib.peft.counting import memory_bytes, trainable_parameters
+from course_lib.peft.layer import LoRALinear
+from course_lib.peft.model import AdaptedGPT
+from course_lib.peft.task import (
+    accuracy,
+    base_config,
+    copy_examples,
+    fine_tune,
+    pretrain,
+    reverse_examples,
+)
+from course_lib.plotting import new_axes, use_style
+
+seed_everything(0)
+use_style()
+torch.set_num_threads(1)  # these models are tiny: one thread is faster than two on a small CPU
+logging.getLogger("transformers").setLevel(logging.ERROR)
+logging.getLogger("bitsandbytes").setLevel(logging.ERROR)
+warnings.filterwarnings("ignore", module="peft")  # peft notes that GPT-2 stores Conv1D weights
+warnings.filterwarnings("ignore", category=FutureWarning)  # deprecation notices of transformers
+
+# %% [markdown]
+# ## 13.1 What full fine-tuning costs (core, 3 min)
+#
+# Strabel's notes introduce LoRA as a method "for fine-tuning large, pre-trained transformers
+# with limited fine-tuning data and/or compute" (section 11.1). The cost is memory first: Adam
+# keeps, for every trained float32 parameter, the parameter (4 bytes), its gradient (4) and two
+# moments (8), 16 bytes in all. For GPT-2 small's 124 million parameters that is about 2 GB
+# before a single activation is stored; for a 7-billion-parameter model, 112 GB. A frozen
+# parameter costs only its 4 bytes (2 in bfloat16, about half a byte in NF4).
+
+# %%
+from course_lib.block.config import BlockConfig, DecoderConfig
+from course_lib.block.counting import count_parameters
+
+gpt2_small = DecoderConfig(50257, 1024, 12, BlockConfig(768, 12, 3072, norm_position="pre"))
+n_gpt2 = count_parameters(gpt2_small)
+full = memory_bytes(gpt2_small, "full")
+print(f"GPT-2 small: {n_gpt2:,} parameters")
+print({k: f"{v / 2**30:.2f} GiB" for k, v in full.items()})
+assert n_gpt2 == 124_439_808 and sum(full.values()) == 16 * n_gpt2
+
+# %% [markdown]
+# ## 13.2 LoRA: a low-rank update beside a frozen matrix (core, 10 min)
+#
+# The notes state it for one pre-trained matrix $W_0 \in \mathbb{R}^{d \times k}$: freeze it and
+# learn $B \in \mathbb{R}^{d \times r}$ and $A \in \mathbb{R}^{r \times k}$ with $r \ll \min(d, k)$,
+# $A$ random Gaussian and $B$ zero. The LoRA paper {cite}`hu2021lora` (eq. 3) and every library
+# also **scale** the update by $\alpha / r$ (the notes leave this out; section 13.9):
+#
+# $$h = W_0 x + \frac{\alpha}{r} B A x. \tag{13.1}$$
+#
+# The update $BA$ is a $d \times k$ matrix of rank at most $r$, described by $r(d + k)$ numbers
+# instead of $dk$. With $B = 0$ the layer is exactly the pre-trained one at the start, so
+# fine-tuning begins from the model's own behaviour. Here is the layer, computing the update
+# through the rank-$r$ bottleneck $x A^\top$ without ever forming $BA$:
+
+
+# %%
+class LoRA(nn.Module):
+    """h = x W^T + b + (alpha / r) (x A^T) B^T, with W and b frozen."""
+
+    def __init__(self, W: torch.Tensor, b: torch.Tensor, r: int, alpha: float):
+        super().__init__()
+        d, k = W.shape
+        self.W = nn.Parameter(W.clone(), requires_grad=False)  # (d, k), frozen
+        self.b = nn.Parameter(b.clone(), requires_grad=False)  # (d,), frozen
+        self.A = nn.Parameter(torch.randn(r, k) / k**0.5)  # (r, k), Gaussian
+        self.B = nn.Parameter(torch.zeros(d, r))  # (d, r), zero: the layer starts unchanged
+        self.scale = alpha / r
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # x (..., k)
+        h = x @ self.W.T + self.b  # (..., d): the frozen path
+        z = x @ self.A.T  # (..., r): down to rank r
+        return h + self.scale * (z @ self.B.T)  # (..., d): back up, scaled
+
+
+d, k, r, alpha = 6, 8, 2, 5.0  # alpha != r: a missing scale would show
+W0, b0 = torch.randn(d, k, dtype=torch.float64), torch.randn(d, dtype=torch.float64)
+layer = LoRA(W0, b0, r, alpha).double()
+x = torch.randn(4, k, dtype=torch.float64)  # (B, k)
+assert torch.equal(layer(x), x @ W0.T + b0)  # B = 0: exactly the pre-trained layer
+
+# %% [markdown]
+# At initialisation the layer changes nothing. Give $B$ some values (as training would) and the
+# page's class agrees with the library's NumPy reference, its PyTorch twin and its module
+# `LoRALinear`, which the rest of the course uses:
+
+# %%
+with torch.no_grad():
+    layer.B.normal_()
+lib = LoRALinear(W0, b0, rank=r, alpha=alpha)
+with torch.no_grad():
+    lib.A.copy_(layer.A)
+    lib.B.copy_(layer.B)
+ours = layer(x).detach()  # (4, d)
+args = (W0, layer.A.detach(), layer.B.detach(), alpha)
+np.testing.assert_allclose(ours.numpy(), ref.lora_linear(x.numpy(), *(a.numpy() if torch.is_tensor(a) else a for a in args), b=b0.numpy()), rtol=1e-12)  # fmt: skip
+torch.testing.assert_close(ours, fast.lora_linear(x, *args, b=b0))
+torch.testing.assert_close(ours, lib(x).detach())
+print("the page's LoRA = reference = accelerated = LoRALinear, shape", tuple(ours.shape))
+
+# %% [markdown]
+# Only $A$ and $B$ receive gradients; the frozen matrix and bias get none. Notice also what the
+# zero $B$ does to the very first step: the gradient with respect to $A$ is $B^\top(\cdot)$, zero,
+# so at first only $B$ moves, and $A$ starts learning once $B$ is non-zero.
+
+# %%
+fresh = LoRA(W0, b0, r, alpha).double()
+fresh(x).square().sum().backward()
+print("gradient norms: A", fresh.A.grad.norm().item(), "| B", round(fresh.B.grad.norm().item(), 3))
+assert fresh.W.grad is None and fresh.b.grad is None
+assert fresh.A.grad.abs().max() == 0 and fresh.B.grad.abs().max() > 0
+
+# %% [markdown]
+# ## 13.3 Merging: inference costs nothing extra (core, 5 min)
+#
+# After training, $W' = W_0 + \frac{\alpha}{r}BA$ is an ordinary $d \times k$ matrix: fold it in
+# and the layer is a plain linear map again, as fast as the original (the LoRA paper's claim of
+# "no additional inference latency"). Keep $\frac{\alpha}{r}BA$ and you can subtract it again to
+# swap in another task's adapter. Merged and unmerged outputs agree:
+
+# %%
+unmerged = lib(x).detach()  # (4, d)
+lib.merge()  # W <- W + (alpha / r) B A
+torch.testing.assert_close(lib(x).detach(), unmerged)
+torch.testing.assert_close(lib.weight.detach(), fast.lora_weight(*args))
+lib.unmerge()  # W <- W - (alpha / r) B A
+print("largest change of W after merge + unmerge:", f"{(lib.weight - W0).abs().max().item():.1e}")
+assert torch.allclose(lib.weight, W0, atol=1e-12)
+
+# %% [markdown]
+# Unmerging gives $W_0$ back up to rounding (exactly here in float64 to within $10^{-15}$; in
+# bfloat16 a merge and unmerge can move weights by a rounding step, one reason libraries keep
+# the base weights untouched until the end).
+#
+# ## 13.4 Which matrices, and how many parameters (core, 6 min)
+#
+# LoRA can adapt any matrix. The paper adapts the query and value projections; `peft` adapts
+# GPT-2's fused query/key/value matrix `c_attn` by default; QLoRA adapts every linear layer.
+# Adapting a $d \times k$ matrix in each of $n$ layers trains $n \cdot r(d + k)$ numbers.
+# For GPT-2 small with $r = 8$ on `c_attn` ($2304 \times 768$):
+
+# %%
+n_lora = trainable_parameters(gpt2_small, "lora", rank=8, targets=["w_qkv"])
+print(f"{n_lora:,} trainable parameters, {100 * n_lora / n_gpt2:.2f}% of the model")
+assert n_lora == 12 * 8 * (2304 + 768)
+
+# %% [markdown]
+# A quarter of a percent. The chapter's model is a small GPT-2-style decoder from chapter 5
+# (pre-LN, GELU, learned positions, LayerNorm with biases, tied embeddings) that fits this page.
+# `AdaptedGPT` copies a pre-trained model's weights, freezes them, and adds adapters to the
+# matrices named in `targets` (`w_qkv`, `w_q`, `w_k`, `w_v`, `w_o`, `w_1`, `w_2`). The same
+# weights go into Hugging Face's `GPT2LMHeadModel` (built from a config, nothing downloaded),
+# and `peft` adds its LoRA there. Both train the same number of parameters and compute the same
+# function, at initialisation and after the same $A$ and $B$ are copied in:
+
+# %%
+from peft import LoraConfig, TaskType, get_peft_model
+
+from course_lib.models.decoder import DecoderOnlyModel
+from course_lib.peft.hf import copy_adapters_from_peft, to_hf_gpt2
+
+cfg = base_config()  # d_model 64, 4 heads, 2 layers, context 32, vocabulary 12
+untrained = DecoderOnlyModel(cfg, generator=torch.Generator().manual_seed(0))
+ALL = ("w_qkv", "w_o", "w_1", "w_2")  # GPT-2's c_attn, attn.c_proj, mlp.c_fc, mlp.c_proj
+ours = AdaptedGPT(untrained, targets=ALL, rank=4, alpha=8.0)
+theirs = get_peft_model(
+    to_hf_gpt2(untrained),
+    LoraConfig(r=4, lora_alpha=8, target_modules=["c_attn", "c_proj", "c_fc"], lora_dropout=0.0,
+               task_type=TaskType.CAUSAL_LM),
+)  # fmt: skip
+n_theirs = sum(p.numel() for p in theirs.parameters() if p.requires_grad)
+print(f"trainable: ours {ours.trainable_parameters():,}, peft {n_theirs:,}")
+assert (
+    ours.trainable_parameters()
+    == n_theirs
+    == trainable_parameters(cfg, "lora", rank=4, targets=ALL)
+)
+t = reverse_examples(4, seed=0)  # (4, 12) token ids
+with torch.no_grad():
+    torch.testing.assert_close(ours(t), untrained(t), atol=1e-5, rtol=1e-5)  # B = 0
+    for p in theirs.parameters():
+        if p.requires_grad:
+            p.normal_(0, 0.3)  # pretend training happened
+    copy_adapters_from_peft(theirs, ours)
+    torch.testing.assert_close(ours(t), theirs(t).logits, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(
+        ours.merge()(t), theirs.merge_and_unload()(t).logits, atol=1e-5, rtol=1e-5
+    )
+
+# %% [markdown]
+# The gradients agree too (the chapter's tests check them, and the appendix lists the rest).
+#
+# ## 13.5 A task the pre-trained model gets wrong (core, 8 min)
+#
+# To see fine-tuning work, pre-train the model on one task and fine-tune it on another. The
+# task is generated, so nothing is downloaded: **pre-training** is language modelling on a
+# stream of examples `3 1 4 1 5 = 3 1 4 1 5 ;` (five random digits, `=`, the same digits),
+# packed into windows of 32 tokens; **fine-tuning** asks for the digits reversed,
+# `3 1 4 1 5 = 5 1 4 1 3 ;`. Accuracy counts an example right when all five answer digits are
+# the model's top predictions. Pre-training takes a few seconds:
+
+# %%
+base, losses = pretrain(cfg, steps=400, seed=0)
+acc_copy = accuracy(base, copy_examples(256, seed=5))
+print(f"final pre-training loss {losses[-1]:.2f}; accuracy on copying {acc_copy:.2f}")
+assert acc_copy > 0.95
+
+# %% [markdown]
+# The loss cannot fall much below $\frac{5}{12}\ln 10 \approx 0.96$: five of every twelve tokens
+# are fresh random digits. What matters is that the model copies. On the reversal task it does
+# the wrong thing, confidently:
+
+# %%
+held_out = reverse_examples(256, seed=12345)
+acc_frozen = accuracy(base, held_out)
+print(f"accuracy on reversing, before fine-tuning: {acc_frozen:.2f}")
+assert acc_frozen < 0.05
+
+# %% [markdown]
+# Now fine-tune with Adam for 150 steps of 32 examples: every weight (full fine-tuning), and LoRA
+# on all four matrices of each block at ranks 1, 2, 4 and 8 with $\alpha = 2r$, plus the paper's
+# choice of queries and values only. `fine_tune` records the accuracy on 256 held-out examples
+# every 25 steps; `measure_step` times one more step and counts the bytes it holds.
+
+# %%
+from course_lib.peft.task import measure_step
+
+runs = {}
+
+
+def run(name, lr=3e-3, **kw):
+    model = AdaptedGPT(base, **kw)
+    curve = fine_tune(model, steps=150, lr=lr)
+    runs[name] = {"model": model, "curve": curve, **measure_step(model)}
+    return curve.accuracy[-1]
+
+
+print("full fine-tuning:", round(run("full", train_base=True), 2))
+for r in (1, 2, 4, 8):
+    print(f"LoRA r={r}:", round(run(f"lora r={r}", targets=ALL, rank=r, alpha=2.0 * r), 2))
+print(
+    "LoRA r=4 on w_q, w_v:",
+    round(run("lora q,v r=4", targets=("w_q", "w_v"), rank=4, alpha=8.0), 2),
+)
+
+# %% [markdown]
+# Full fine-tuning and LoRA from rank 2 up learn to reverse within 150 steps; rank 1 is too
+# small a budget for this many steps. Adapting only the queries and values, the paper's choice,
+# does nearly as well with a quarter of the parameters of the same rank on all four matrices.
+
+# %%
+assert runs["full"]["curve"].accuracy[-1] > 0.9
+assert runs["lora r=4"]["curve"].accuracy[-1] > 0.9 and runs["lora r=8"]["curve"].accuracy[-1] > 0.9
+assert runs["lora r=1"]["curve"].accuracy[-1] < runs["lora r=4"]["curve"].accuracy[-1]
+assert runs["lora q,v r=4"]["curve"].accuracy[-1] > 0.5
+
+# %% [markdown]
+# ## 13.6 QLoRA: LoRA over a 4-bit frozen model (core, 8 min)
+#
+# The notes' QLoRA section (11.2) is an empty heading. What QLoRA {cite}`dettmers2023qlora` does:
+# store every frozen matrix in **NF4** (chapter 12: 16 levels at the quantiles of a normal
+# distribution, one absmax scale per block of 64 weights), quantise those scales again to 8 bits
+# in blocks of 256 (**double quantisation**), multiply in **bfloat16** after dequantising, and
+# train LoRA adapters on every linear layer in higher precision. The memory per frozen weight:
+#
+# $$4 + \frac{8}{64} + \frac{32}{64 \cdot 256} \approx 4.127 \text{ bits},$$
+#
+# against 4.5 bits with float32 scales and 32 bits for float32. `NF4Weight` stores a matrix
+# that way (the codes are chapter 12's, which equal bitsandbytes' on the same matrix); its
+# measured storage, for a GPT-2-small-sized matrix:
+
+# %%
+from course_lib.peft.qlora import NF4Weight, bits_per_parameter
+
+W = 0.02 * torch.randn(768, 2304)  # the shape of GPT-2 small's c_attn
+q = NF4Weight(W)
+print(
+    f"{q.storage_bytes():,} bytes for {W.numel():,} weights: {q.bits_per_parameter():.4f} bits each"
+)
+rel = ((q.dequantize(torch.float32) - W).norm() / W.norm()).item()
+print(f"relative error of the dequantised matrix: {rel:.3f}")
+assert q.bits_per_parameter() == bits_per_parameter(W.numel()) < 4.2
+
+# %% [markdown]
+# Quantisation changes the model a little (a tenth of each weight's size, in RMS), and LoRA then
+# learns around the quantised weights. `AdaptedGPT(..., nf4=True)` holds the four matrices of
+# every block this way and runs them in bfloat16; embeddings, norms and biases stay in float32:
+
+# %%
+print("QLoRA r=4:", round(run("qlora r=4", targets=ALL, rank=4, alpha=8.0, nf4=True), 2))
+assert runs["qlora r=4"]["curve"].accuracy[-1] > 0.9
+qm = runs["qlora r=4"]
+saving = runs["lora r=4"]["frozen"] / qm["frozen"]
+print(f"frozen weights: {qm['frozen']:,} bytes with NF4, {runs['lora r=4']['frozen']:,} in float32 ({saving:.1f} times less)")  # fmt: skip
+assert 5 < saving < 7
+
+# %% [markdown]
+# The reference is QLoRA the way users run it: the same GPT-2 weights loaded in 4 bits by
+# `bitsandbytes` (NF4, double quantisation, bfloat16 compute) with `peft`'s LoRA on top, its
+# adapters copied from ours so that both start from the same point, trained on the same batches.
+# The two models differ only in the second level of the double quantisation (bitsandbytes stores
+# the block scales in an 8-bit dynamic float code, we in absmax int8, chapter 12):
+
+# %%
+from course_lib.peft.hf import Logits, to_hf_qlora
+
+ref_qlora = to_hf_qlora(base, rank=4, alpha=8.0)
+start = AdaptedGPT(base, targets=ALL, rank=4, alpha=8.0, nf4=True)  # what "qlora r=4" started from
+for layer, adapters in enumerate(start.adapters):
+    for target, hf_name in (("w_qkv", "attn.c_attn"), ("w_o", "attn.c_proj"), ("w_1", "mlp.c_fc"), ("w_2", "mlp.c_proj")):  # fmt: skip
+        sub = ref_qlora.get_submodule(f"base_model.model.transformer.h.{layer}.{hf_name}")
+        with torch.no_grad():
+            sub.lora_A["default"].weight.copy_(adapters[target].A)
+            sub.lora_B["default"].weight.copy_(adapters[target].B)
+with torch.no_grad():
+    a, b = Logits(ref_qlora)(held_out[:8]), start(held_out[:8])
+gap = ((a - b).norm() / a.norm()).item()
+print("relative difference of the logits at the start below 2%:", gap < 0.02)
+assert gap < 0.02
+ref_curve = fine_tune(Logits(ref_qlora), steps=150, lr=3e-3)
+print("peft + bitsandbytes QLoRA r=4:", round(ref_curve.accuracy[-1], 2))
+assert ref_curve.accuracy[-1] > 0.9
+
+# %%
+fig, ax = new_axes("QLoRA: ours against peft + bitsandbytes", "step", "held-out accuracy")
+ax.plot(
+    runs["qlora r=4"]["curve"].steps, runs["qlora r=4"]["curve"].accuracy, marker="o", label="ours"
+)
+ax.plot(ref_curve.steps, ref_curve.accuracy, ls="--", marker="x", label="peft + bitsandbytes")
+ax.legend()
+fig.tight_layout()
+plt.show()
+
+# %% [markdown]
+# The two learning curves lie on top of each other.
+#
+# In this small model the embeddings are a large share of the weights and stay in float32, so the
+# saving is about sixfold rather than eightfold. **Paged optimisers**, QLoRA's third idea, move
+# the optimiser state between GPU and CPU memory (NVIDIA unified memory) when a long sequence
+# makes memory spike, instead of failing with an out-of-memory error. On a CPU, optimiser state
+# already lives in main memory, so there is nothing to page: they matter on a GPU only.
+#
+# ## 13.7 Prompt tuning and prefix tuning (core, 7 min)
+#
+# Section 13 of the notes ("Prompt design and tuning") only says "Need to cover" the two papers.
+# Both methods leave every weight alone and train extra **vectors** instead:
+#
+# - **Prompt tuning** {cite}`lester2021power` learns $n$ embeddings $P \in \mathbb{R}^{n \times d}$
+#   placed before the token embeddings. Only the first layer sees them as inputs; later layers
+#   see whatever the frozen network makes of them. It trains $n \cdot d$ numbers.
+# - **Prefix tuning** {cite}`li2021prefix` learns, for every layer and head, $n$ keys and $n$
+#   values that are prepended to the keys and values computed from the tokens. Every layer's
+#   attention reads its own trained prefix. It trains $n_\text{layers} \cdot 2 \cdot n \cdot d$.
+#
+# Here is the difference made concrete, in what the first layer's attention receives:
+
+# %%
+prompt_m = AdaptedGPT(base, prompt_tokens=8)
+prefix_m = AdaptedGPT(base, prefix_tokens=8)
+print("prompt: trained", tuple(prompt_m.prompt.shape), "(n, d), added to the input only")
+print("prefix: trained", tuple(prefix_m.prefix.shape), "(layers, key/value, heads, n, d_head)")
+print(
+    f"trainable: prompt {prompt_m.trainable_parameters():,}, prefix {prefix_m.trainable_parameters():,}"
+)
+assert prompt_m.trainable_parameters() == 8 * cfg.d_model
+assert prefix_m.trainable_parameters() == cfg.n_layers * 2 * 8 * cfg.d_model
+
+# %% [markdown]
+# With the trainable vectors copied from `peft`'s `PromptTuningConfig` and `PrefixTuningConfig`
+# models (on the same GPT-2 weights), the outputs agree. `peft` keeps the virtual positions in its
+# logits for prompt tuning, so its first 8 positions are dropped before comparing; and, as in
+# `peft`, the real tokens sit at positions $n$ to $n + L - 1$.
+
+# %%
+from peft import PrefixTuningConfig, PromptTuningConfig
+
+for kind, mine in ((PromptTuningConfig, prompt_m), (PrefixTuningConfig, prefix_m)):
+    other = get_peft_model(
+        to_hf_gpt2(base), kind(num_virtual_tokens=8, task_type=TaskType.CAUSAL_LM)
+    )
+    assert (
+        sum(p.numel() for p in other.parameters() if p.requires_grad) == mine.trainable_parameters()
+    )
+    theirs_mine = copy.deepcopy(mine)
+    copy_adapters_from_peft(other, theirs_mine)
+    with torch.no_grad():
+        logits = other(t).logits[:, -t.shape[1] :]  # (4, 12, V): the real tokens
+        torch.testing.assert_close(theirs_mine(t), logits, atol=1e-5, rtol=1e-5)
+print("prompt and prefix tuning agree with peft")
+
+# %% [markdown]
+# Now train both on the reversal task (a higher learning rate, as the papers use for these few
+# parameters):
+
+# %%
+print("prompt tuning:", round(run("prompt", lr=3e-2, prompt_tokens=8), 2))
+print("prefix tuning:", round(run("prefix", lr=3e-2, prefix_tokens=8), 2))
+assert max(runs["prompt"]["curve"].accuracy[-1], runs["prefix"]["curve"].accuracy[-1]) < 0.5
+
+# %% [markdown]
+# Neither learns to reverse in 150 steps. That is no bug (the outputs agree with `peft`'s): a
+# prompt or a prefix can add information and steer attention, but reversing needs the layers to
+# look up *other* positions than the copying circuit does, which means changing what the
+# weights compute. Lester et al. report that prompt tuning catches up with full fine-tuning
+# only for models of about ten billion parameters; at 100,000 parameters it is far behind. LoRA
+# changes the weights themselves, in a small subspace, and that is enough here.
+#
+# ## 13.8 The comparison (core, 4 min)
+#
+# One table for all methods: trainable parameters, the bytes of frozen weights, trained weights,
+# gradients and Adam state (measured, by counting the storage of every tensor after a step), and
+# the final accuracy. The time per step depends on the machine and its load, so it is printed
+# in a separate cell.
+
+# %%
+runs["frozen"] = {"model": base, "curve": None, "frozen": 4 * count_parameters(cfg),
+                  "trained": 0, "gradients": 0, "optimiser": 0}  # fmt: skip
+print(f"{'method':<14}{'trainable':>10}{'frozen B':>10}{'train+grad+Adam B':>19}{'accuracy':>10}")
+for name, res in runs.items():
+    n = (
+        sum(p.numel() for p in res["model"].parameters() if p.requires_grad)
+        if name != "frozen"
+        else 0
+    )
+    acc = res["curve"].accuracy[-1] if res["curve"] else acc_frozen
+    state = res["trained"] + res["gradients"] + res["optimiser"]
+    print(f"{name:<14}{n:>10,}{res['frozen']:>10,}{state:>19,}{acc:>10.2f}")
+    assert state == 16 * n  # 4 + 4 + 8 bytes per trained parameter
+
+# %% tags=["nbval-ignore-output"]
+for name, res in runs.items():
+    if "seconds" in res:
+        print(f"{name:<14} {1000 * res['seconds']:6.1f} ms per step, peak {res['peak step bytes'] / 2**20:5.1f} MiB of temporaries")  # fmt: skip
+
+# %% [markdown]
+# On this tiny model the steps cost the same order of magnitude for every method: the forward
+# and backward passes through the activations dominate, and LoRA saves the weights' gradients
+# and optimiser state, not the passes themselves (QLoRA even adds the dequantisation). The savings are in
+# memory, and they grow with the model: for GPT-2 small with $r = 8$ on `c_attn`, trained weights,
+# gradients and Adam state fall from about 2.0 GB to 4.7 MB:
+
+# %%
+small = memory_bytes(gpt2_small, "lora", rank=8, targets=["w_qkv"])
+state_full, state_lora = 16 * n_gpt2, small["trained"] + small["gradients"] + small["optimiser"]
+print(f"full: {state_full / 1e9:.2f} GB; LoRA r=8 on c_attn: {state_lora / 1e6:.2f} MB")
+assert round(state_full / 1e9, 1) == 2.0 and round(state_lora / 1e6, 1) == 4.7
+
+# %%
+ranks = [1, 2, 4, 8]
+fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 3.8))
+for name, res in runs.items():
+    if res["curve"] is not None:
+        ls = (
+            ":" if name in ("prompt", "prefix") else "-"
+        )  # nine runs: more than the palette's colours
+        ax1.plot(res["curve"].steps, res["curve"].accuracy, ls=ls, marker="o", ms=3, label=name)
+ax1.set(title="Accuracy while fine-tuning", xlabel="step", ylabel="held-out accuracy")
+ax1.legend(fontsize=7)
+n_of = {k: sum(p.numel() for p in v["model"].parameters() if p.requires_grad) for k, v in runs.items() if v["curve"]}  # fmt: skip
+for name in n_of:
+    ax2.scatter(n_of[name], runs[name]["curve"].accuracy[-1], s=25)
+    below = name.startswith("qlora")  # same count as "lora r=4": label it underneath
+    ax2.annotate(name, (n_of[name], runs[name]["curve"].accuracy[-1]), fontsize=7,
+                 xytext=(3, -10 if below else 3), textcoords="offset points")  # fmt: skip
+ax2.set(title="Final accuracy against trainable parameters", xscale="log",
+        xlabel="trainable parameters (log scale)", ylabel="accuracy after 150 steps")  # fmt: skip
+fig.tight_layout()
+plt.show()
+
+# %%
+fig, ax = new_axes("LoRA: accuracy after 150 steps against rank", "rank r", "held-out accuracy")
+ax.plot(ranks, [runs[f"lora r={r}"]["curve"].accuracy[-1] for r in ranks], marker="o")
+ax.set_xscale("log", base=2)
+fig.tight_layout()
+plt.show()
+
+# %% [markdown]
+# ## 13.9 What the notes get wrong or leave vague (core, 4 min)
+#
+# 1. **The scale is missing.** Strabel's notes replace $W_0$ by "frozen($W_0$) + $BA$"; the LoRA
+#    paper (section 4.1) and every implementation use $W_0 + \frac{\alpha}{r}BA$. The two agree
+#    only when $\alpha = r$, which is why a test with $\alpha = r$ cannot catch a missing scale:
+
+# %%
+from course_lib.peft.as_printed import lora_weight_as_printed
+
+rng = np.random.default_rng(0)
+Wn, An, Bn = rng.standard_normal((5, 4)), rng.standard_normal((2, 4)), rng.standard_normal((5, 2))
+np.testing.assert_allclose(
+    lora_weight_as_printed(Wn, An, Bn), ref.lora_weight(Wn, An, Bn, alpha=2.0)
+)
+gap = np.abs(lora_weight_as_printed(Wn, An, Bn) - ref.lora_weight(Wn, An, Bn, alpha=16.0)).max()
+print(f"alpha = r: identical; alpha = 16, r = 2: they differ by up to {gap:.2f}")
+assert gap > 1
+
+# %% [markdown]
+#    The scale matters in practice: with $\alpha$ fixed, raising $r$ keeps the size of the update
+#    roughly constant, so a learning rate tuned for one rank still works for another.
+# 2. **"rank(r) ≪ min(d, k)"** mixes the rank and its bound: $r$ *is* the inner dimension, and
+#    the update $BA$ has rank **at most** $r$ (exactly $r$ for random factors, less if $B$ or $A$
+#    is degenerate, e.g. $B = 0$ at the start, rank 0):
+
+# %%
+assert np.linalg.matrix_rank(Bn @ An) == 2 and np.linalg.matrix_rank(np.zeros((5, 2)) @ An) == 0
+
+# %% [markdown]
+# 3. **"A has a random Gaussian initialization"** is the paper's description; `peft` (and the
+#    paper's own code for linear layers) draws $A$ uniformly in $\pm 1/\sqrt{k}$ (Kaiming-uniform).
+#    Either works, since only $B = 0$ matters for starting unchanged; our layer uses a Gaussian
+#    with standard deviation $1/\sqrt{k}$:
+
+# %%
+fresh_peft = get_peft_model(to_hf_gpt2(untrained), LoraConfig(r=4, lora_alpha=8, target_modules=["c_attn"], task_type=TaskType.CAUSAL_LM))  # fmt: skip
+A_peft = dict(fresh_peft.named_parameters())["base_model.model.transformer.h.0.attn.c_attn.lora_A.default.weight"]  # fmt: skip
+assert A_peft.abs().max() <= 1 / cfg.d_model**0.5  # uniform in +-1/sqrt(k)
+assert ours.adapters[0]["w_qkv"].A.abs().max() > 1 / cfg.d_model**0.5  # Gaussian tails
+
+# %% [markdown]
+# 4. **QLoRA (section 11.2) and prompt tuning (section 13) are empty**: a heading, and "Need to
+#    cover [LL21] and [LARC21]". Sections 13.6 and 13.7 above fill them in: NF4 with double
+#    quantisation at about 4.127 bits per weight, bfloat16 computation, paged optimisers; trained
+#    input embeddings versus trained keys and values in every layer.
+# 5. **Stray captions**: the LoRA section carries "Figure 13: bfloat16" (a figure of section 15)
+#    and the paper's own caption "Figure 1: Our reparametrization"; in the July 2023 version the
+#    LoRA figure sits inside the Longformer section.
+
+# %% [markdown]
+# ## 13.10 Explore (optional, 3 min)
+#
+# Choose a method and a rank: the widget shows the trainable parameters and the memory of
+# weights, gradients and Adam state for this chapter's model (the formulas the table above
+# measured), and the accuracy curve measured above for that choice.
+
+# %%
+from course_lib.peft.widget import method_explorer
+
+method_explorer(
+    cfg, {k: (v["curve"].steps, v["curve"].accuracy) for k, v in runs.items() if v["curve"]}
+)
+
+# %% [markdown]
+# ## Exercises
+#
+# Four kinds: implement (a checker tells you what is wrong), predict then check, a conceptual
+# question, and a stretch problem. Solutions are folded below each exercise.
+#
+# ```{exercise} A LoRA linear layer
+# :label: ex-peft-implement
+#
+# Write `lora_linear(x, W, A, B, alpha)` in NumPy: `x` is (n, k), `W` (d, k), `A` (r, k), `B`
+# (d, r); return $x W^\top + \frac{\alpha}{r} (x A^\top) B^\top$, shape (n, d).
+# ```
+
+
+# %%
+def lora_linear(x, W, A, B, alpha):
+    raise NotImplementedError  # your code here
+
+
+check.lora_linear(lora_linear)
+
+# %% [markdown] tags=["solution"]
+# ```{solution-start} ex-peft-implement
+# :class: dropdown
+# ```
+
+
+# %% tags=["solution"]
+def lora_linear(x, W, A, B, alpha):
+    r = A.shape[0]
+    return x @ W.T + (alpha / r) * (x @ A.T) @ B.T  # (n, d)
+
+
+check.lora_linear(lora_linear, require=True)
+
+# %% [markdown] tags=["solution"]
+# ```{solution-end}
+# ```
+
+# %% [markdown]
+# ```{exercise} Merge and unmerge
+# :label: ex-peft-merge
+#
+# Write `merge(W, A, B, alpha)`, returning the merged weight, and `unmerge(W_merged, A, B,
+# alpha)`, returning the weight before merging.
+# ```
+
+
+# %%
+def merge(W, A, B, alpha):
+    raise NotImplementedError  # your code here
+
+
+def unmerge(W_merged, A, B, alpha):
+    raise NotImplementedError  # your code here
+
+
+print(check.merge(merge))
+check.unmerge(unmerge)
+
+# %% [markdown] tags=["solution"]
+# ```{solution-start} ex-peft-merge
+# :class: dropdown
+# ```
+
+
+# %% tags=["solution"]
+def merge(W, A, B, alpha):
+    return W + (alpha / A.shape[0]) * B @ A
+
+
+def unmerge(W_merged, A, B, alpha):
+    return W_merged - (alpha / A.shape[0]) * B @ A
+
+
+print(check.merge(merge, require=True))
+check.unmerge(unmerge, require=True)
+
+# %% [markdown] tags=["solution"]
+# ```{solution-end}
+# ```
+
+# %% [markdown]
+# ```{exercise} Count the trainable parameters
+# :label: ex-peft-count
+#
+# Write `count_lora(d, k, r, n_layers)`: the number of trainable parameters of LoRA of rank `r`
+# on one $d \times k$ matrix in each of `n_layers` layers.
+# ```
+
+
+# %%
+def count_lora(d, k, r, n_layers):
+    raise NotImplementedError  # your code here
+
+
+check.count_lora(count_lora)
+
+# %% [markdown] tags=["solution"]
+# ```{solution-start} ex-peft-count
+# :class: dropdown
+# ```
+
+
+# %% tags=["solution"]
+def count_lora(d, k, r, n_layers):
+    return n_layers * r * (d + k)  # A is (r, k), B is (d, r), in every layer
+
+
+check.count_lora(count_lora, require=True)
+
+# %% [markdown] tags=["solution"]
+# ```{solution-end}
+# ```
+
+# %% [markdown]
+# ```{exercise} Predict, then check: prefix tuning's parameters
+# :label: ex-peft-predict
+#
+# GPT-2 small has 12 layers and $d = 768$. How many parameters does prefix tuning with 20
+# virtual tokens train (no reparametrisation network)? Write your prediction, then run the cell.
+# ```
+
+# %%
+prediction = None  # your prediction here
+check_prediction(prediction, trainable_parameters(gpt2_small, "prefix", virtual_tokens=20), what="prefix tuning's trainable parameters")  # fmt: skip
+
+# %% [markdown] tags=["solution"]
+# ```{solution-start} ex-peft-predict
+# :class: dropdown
+# ```
+
+# %% tags=["solution"]
+prediction = 12 * 2 * 20 * 768  # a key and a value of width d per position, in every layer
+assert check_prediction(prediction, trainable_parameters(gpt2_small, "prefix", virtual_tokens=20), what="prefix tuning's trainable parameters").passed  # fmt: skip
+
+# %% [markdown] tags=["solution"]
+# ```{solution-end}
+# ```
+
+# %% [markdown]
+# ```{exercise} Why B and not A?
+# :label: ex-peft-concept
+#
+# LoRA starts with $B = 0$ and a random $A$. What would go wrong with $A = 0$ and $B = 0$? And
+# with a random $B$ and $A = 0$?
+# ```
+
+# %% [markdown] tags=["solution"]
+# ```{solution-start} ex-peft-concept
+# :class: dropdown
+# ```
+#
+# With both zero, the gradient with respect to $A$ is $\frac{\alpha}{r} B^\top g x^\top = 0$ and
+# with respect to $B$ is $\frac{\alpha}{r} g (Ax)^\top = 0$: nothing ever moves. One factor must be
+# non-zero for the other to receive a gradient. $A = 0$ with a random $B$ would work as well (the
+# update is zero at the start and $A$ gets a gradient); the convention $B = 0$ makes $A$ a random
+# projection of the input from the first step, which is how the paper states it.
+#
+# ```{solution-end}
+# ```
+
+# %% [markdown]
+# ```{exercise} Stretch: merging into NF4
+# :label: ex-peft-stretch
+#
+# `AdaptedGPT(..., nf4=True).merge()` refuses. Quantise a matrix $W$ with `NF4Weight`, merge a
+# small LoRA update into the dequantised matrix, quantise the result again, and measure how much
+# of the update survives (the relative error of the recovered update). Why is a small update
+# mostly lost, and what do people do instead?
+# ```
+
+# %% [markdown] tags=["solution"]
+# ```{solution-start} ex-peft-stretch
+# :class: dropdown
+# ```
+
+# %% tags=["solution"]
+Wq = NF4Weight(0.02 * torch.randn(64, 256, generator=torch.Generator().manual_seed(1)))
+W_hat = Wq.dequantize(torch.float32)
+update = 1e-3 * torch.randn(64, 2) @ torch.randn(2, 256)  # a small rank-2 update
+recovered = NF4Weight(W_hat + update).dequantize(torch.float32) - W_hat
+lost = ((recovered - update).norm() / update.norm()).item()
+print(f"relative error of the update after re-quantising: {lost:.2f}")
+assert lost > 0.5
+
+# %% [markdown] tags=["solution"]
+# An NF4 step is about a tenth of a weight's size; an update much smaller than one step rounds
+# away or jumps a whole level. So one keeps the base in NF4 and the adapter apart, or
+# dequantises the base to 16 bits, merges there, and serves a 16-bit model.
+#
+# ```{solution-end}
+# ```
+
+# %% [markdown]
+# ## Summary
+#
+# - LoRA trains $h = W_0 x + \frac{\alpha}{r} BAx$ with $B = 0$ at the start; it trains
+#   $r(d + k)$ numbers per matrix and, merged, costs nothing at inference.
+# - With Adam, a trained float32 parameter costs 16 bytes, a frozen one 4; QLoRA stores frozen
+#   weights in about 4.127 bits with NF4 and double quantisation.
+# - Prompt tuning trains input embeddings, prefix tuning trains keys and values in every layer;
+#   both are tiny, neither can be merged into the weights, and on a small model they learn far
+#   less than LoRA.
+# - Every method here computes what `peft` computes on the same weights.
+#
+# ## References
+#
+# - G. Strabel, *Transformers*, lecture notes, 2023, sections 11 and 13 {cite}`strabel2023transformers`.
+# - E. J. Hu et al., "LoRA: Low-rank adaptation of large language models", 2021 {cite}`hu2021lora`.
+# - T. Dettmers et al., "QLoRA: Efficient finetuning of quantized LLMs", 2023 {cite}`dettmers2023qlora`.
+# - B. Lester, R. Al-Rfou and N. Constant, "The power of scale for parameter-efficient prompt
+#   tuning", EMNLP 2021 {cite}`lester2021power`.
+# - X. L. Li and P. Liang, "Prefix-tuning: optimizing continuous prompts for generation", ACL 2021
+#   {cite}`li2021prefix`.
+#
+# ## How this chapter is tested
+#
+# `tests/test_conformance.py` runs `lora_weight` and `lora_linear` (NumPy against PyTorch) on
+# random shapes with $\alpha \ne r$ in float64, float32 and bfloat16, with `gradcheck`.
+# `tests/test_peft.py` checks a hand-derived update with $\alpha = 6, r = 2$; the unmerged layer
+# against the merged weight computed as an explicit sum of outer products; `LoRALinear` against
+# `peft` on a linear layer (outputs and gradients of $A$ and $B$); `AdaptedGPT` against chapter 5's
+# model and Hugging Face's GPT-2 at initialisation; against `peft`'s LoRA at ranks 1 and 4 (trainable
+# counts, outputs after copying $A$ and $B$, gradients of every adapter, outputs after
+# `merge_and_unload`, and unmerging); prompt and prefix tuning against `peft` (counts and outputs);
+# NF4 codes against `bitsandbytes`' `quantize_4bit` and the dequantised values against its
+# `dequantize_4bit`; the measured memory against the formulas; and a short training run (LoRA
+# learns to reverse, the frozen model does not). Bad input is refused with a message:
+
+# %%
+for bad in (
+    lambda: LoRALinear(torch.randn(4, 6), rank=0, alpha=1.0),
+    lambda: LoRALinear(torch.randn(4, 6), rank=5, alpha=1.0),
+    lambda: AdaptedGPT(base, targets=("w_gate",)),
+    lambda: AdaptedGPT(base, targets=ALL, rank=2).load_adapters(
+        AdaptedGPT(
+            DecoderOnlyModel(base_config(d_model=32)), targets=ALL, rank=2
+        ).adapter_state_dict()
+    ),
+):
+    try:
+        bad()
+    except ValueError as err:
+        print("ValueError:", err)
+
+# %% [markdown]
+# `python -m benchmarks.run peft` times a LoRA training step (rank 8 on every linear layer, a
+# 4-layer, 256-wide model, batch 16 of 128 tokens, float32) against `peft`'s on Hugging Face's
+# GPT-2 holding the same weights (target: at most 1.1 times as long), and measures QLoRA's bits
+# per frozen weight from the storage (target: at most 4.2). On the course's 2-core machine, busy
+# with other jobs at the time (timings vary with the machine and its load), it printed:
+#
+# | measure | value | target |
+# | --- | --- | --- |
+# | LoRA step, ours | 1540 ms | |
+# | LoRA step, `peft` | 1494 ms | |
+# | ratio ours / `peft` | 1.03 | at most 1.1 |
+# | QLoRA bits per frozen weight (1024 x 4096) | 4.127 | at most 4.2 |

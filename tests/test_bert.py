@@ -1,0 +1,363 @@
+"""Chapter 9 (BERT: masked language models and encoder tasks): hand-derived values, parity with an established library, bad input."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from course_lib.bert import accelerated as A
+from course_lib.bert import exercises as check
+from course_lib.bert import finetune as ft
+from course_lib.bert import reference as R
+from course_lib.bert import tasks
+from course_lib.bert.config import (
+    BertConfig,
+    bert_block,
+    count_parameters,
+    flatten,
+    init_parameters,
+    unflatten,
+)
+from course_lib.bert.data import (
+    CLS,
+    MASK,
+    PAD,
+    SEP,
+    pack,
+    pretraining_chunks,
+    token_offsets,
+    tokenizer,
+)
+from course_lib.bert.hf import to_hf
+from course_lib.bert.inputs import IGNORE
+from course_lib.bert.masking import mask_tokens, masking_stats
+from course_lib.bert.model import Bert, SequenceClassifier, SpanPredictor, TokenTagger
+
+CFG = BertConfig(vocab_size=40, max_len=12, n_layers=2, block=bert_block(16, 4, 24))
+
+
+def _params(seed: int = 0) -> dict:
+    """Random parameters with gains and biases away from 1 and 0, so that every one matters."""
+    rng = np.random.default_rng(seed)
+    theta = flatten(init_parameters(CFG, seed), CFG)
+    return unflatten(theta + 0.1 * rng.standard_normal(theta.shape), CFG)
+
+
+def _batch(seed: int = 0):
+    rng = np.random.default_rng(seed)
+    tokens = rng.integers(0, CFG.vocab_size, (3, 10))
+    segments = (np.arange(10) >= 5).astype(np.int64) * np.ones((3, 1), dtype=np.int64)
+    mask = np.ones((3, 10), dtype=bool)
+    mask[1, 6:] = False
+    mask[2, 8:] = False
+    return tokens, segments, mask
+
+
+# ------------------------------------------------------------------------ parity with transformers
+def test_mlm_logits_equal_hugging_face_bert_for_masked_lm_with_our_weights():
+    p = _params()
+    tokens, segments, mask = _batch()
+    hf = to_hf(p, CFG, "masked_lm")
+    with torch.no_grad():
+        out = hf(
+            input_ids=torch.tensor(tokens), token_type_ids=torch.tensor(segments),
+            attention_mask=torch.tensor(mask).long(), output_hidden_states=True,
+        )  # fmt: skip
+    ours = R.mlm_logits(tokens, segments, p, CFG, mask)
+    np.testing.assert_allclose(ours[mask], out.logits.numpy()[mask], atol=1e-10)
+    h = R.bert_encoder(tokens, segments, p, CFG, mask)
+    np.testing.assert_allclose(h[mask], out.hidden_states[-1].numpy()[mask], atol=1e-10)
+    np.testing.assert_allclose(
+        R.bert_embeddings(tokens, segments, p, CFG), out.hidden_states[0].numpy(), atol=1e-12
+    )
+    # the tied head: Hugging Face's decoder *is* its word embedding, and the counts agree
+    assert hf.cls.predictions.decoder.weight is hf.bert.embeddings.word_embeddings.weight
+    assert sum(t.numel() for t in hf.parameters()) == count_parameters(CFG)
+
+
+def test_bert_model_and_the_torch_module_agree_with_the_reference():
+    p = _params(1)
+    tokens, segments, mask = _batch(1)
+    hf = to_hf(p, CFG, "model")
+    with torch.no_grad():
+        theirs = hf(input_ids=torch.tensor(tokens), token_type_ids=torch.tensor(segments),
+                    attention_mask=torch.tensor(mask).long()).last_hidden_state.numpy()  # fmt: skip
+        module = Bert(CFG, p, dtype=torch.float64)
+        ours_t = module(torch.tensor(tokens), torch.tensor(segments), torch.tensor(mask)).numpy()
+        logits_t = module.mlm(
+            torch.tensor(tokens), torch.tensor(segments), torch.tensor(mask)
+        ).numpy()
+    ref = R.bert_encoder(tokens, segments, p, CFG, mask)
+    np.testing.assert_allclose(ours_t[mask], theirs[mask], atol=1e-10)
+    np.testing.assert_allclose(ours_t, ref, atol=1e-10)
+    np.testing.assert_allclose(logits_t, R.mlm_logits(tokens, segments, p, CFG, mask), atol=1e-10)
+
+
+@pytest.mark.parametrize("kind", ["classifier", "span", "tagger"])
+def test_task_heads_equal_hugging_face_task_models(kind):
+    p = _params(2)
+    tokens, segments, mask = _batch(2)
+    bert = Bert(CFG, p, dtype=torch.float64)
+    head = {"classifier": lambda: SequenceClassifier(bert, 3, seed=1),
+            "span": lambda: SpanPredictor(bert, seed=1),
+            "tagger": lambda: TokenTagger(bert, 5, seed=1)}[kind]().double()  # fmt: skip
+    for t in head.parameters():  # move the heads' biases away from zero
+        t.data += 0.05 * torch.randn(
+            t.shape, generator=torch.Generator().manual_seed(0), dtype=t.dtype
+        )
+    hf = to_hf(head.bert.numpy_parameters(), CFG, kind, head=head)
+    args = torch.tensor(tokens), torch.tensor(segments), torch.tensor(mask)
+    with torch.no_grad():
+        ours = head(*args)
+        out = hf(input_ids=args[0], token_type_ids=args[1], attention_mask=args[2].long())
+    if kind == "span":
+        torch.testing.assert_close(ours[0][args[2]], out.start_logits[args[2]])
+        torch.testing.assert_close(ours[1][args[2]], out.end_logits[args[2]])
+        assert torch.isinf(ours[0][~args[2]]).all()  # no answer starts in the padding
+    elif kind == "tagger":
+        torch.testing.assert_close(ours[args[2]], out.logits[args[2]])
+    else:
+        torch.testing.assert_close(ours, out.logits)
+
+
+def test_task_losses_equal_hugging_face_losses():
+    p = _params(3)
+    tokens, segments, mask = _batch(3)
+    head = SpanPredictor(Bert(CFG, p, dtype=torch.float64), seed=2).double()
+    hf = to_hf(head.bert.numpy_parameters(), CFG, "span", head=head)
+    s, e = torch.tensor([1, 2, 0]), torch.tensor([3, 2, 4])
+    # no padding here: ours gives padded positions a score of -inf, Hugging Face's does not
+    args = torch.tensor(tokens), torch.tensor(segments), torch.ones(mask.shape, dtype=torch.bool)
+    with torch.no_grad():
+        ours = head.loss(*head(*args), s, e)
+        theirs = hf(input_ids=args[0], token_type_ids=args[1], attention_mask=args[2].long(),
+                    start_positions=s, end_positions=e).loss  # fmt: skip
+    torch.testing.assert_close(ours, theirs)
+
+
+# ------------------------------------------------------------------------------ the architecture
+def test_every_token_sees_the_whole_sequence_unlike_a_causal_model():
+    p = _params(4)
+    tokens, _, _ = _batch(4)
+    changed = tokens.copy()
+    changed[:, -1] = (changed[:, -1] + 1) % CFG.vocab_size  # change only the last token
+    a, b = R.bert_encoder(tokens, None, p, CFG), R.bert_encoder(changed, None, p, CFG)
+    assert (np.abs(a[:, 0] - b[:, 0]).max(-1) > 1e-6).all()  # the first position feels it
+
+
+def test_segments_and_positions_matter_and_padding_does_not():
+    p = _params(5)
+    tokens, segments, mask = _batch(5)
+    e0 = R.bert_embeddings(tokens, None, p, CFG)
+    e1 = R.bert_embeddings(tokens, segments, p, CFG)
+    np.testing.assert_allclose(e0[:, :5], e1[:, :5])
+    assert not np.allclose(e0[:, 5:], e1[:, 5:])
+    other = tokens.copy()
+    other[~mask] = 0
+    np.testing.assert_allclose(
+        R.bert_encoder(tokens, segments, p, CFG, mask)[mask],
+        R.bert_encoder(other, segments, p, CFG, mask)[mask], atol=1e-12,
+    )  # fmt: skip
+
+
+def test_masked_lm_loss_by_hand_and_with_torch_cross_entropy():
+    logits = np.log([[[0.25, 0.75], [0.6, 0.4]]])
+    assert float(R.masked_lm_loss(logits, [[1, IGNORE]])) == pytest.approx(-np.log(0.75))
+    rng = np.random.default_rng(0)
+    z, y = rng.standard_normal((4, 6, 9)), rng.integers(0, 9, (4, 6))
+    y[:, ::2] = IGNORE
+    want = torch.nn.functional.cross_entropy(
+        torch.tensor(z).reshape(-1, 9), torch.tensor(y).reshape(-1)
+    )
+    assert float(R.masked_lm_loss(z, y)) == pytest.approx(float(want), rel=1e-12)
+
+
+def test_the_mlm_head_is_tied_to_the_token_embedding():
+    bert = Bert(CFG, _params(6), dtype=torch.float64)
+    tokens = torch.tensor(_batch(6)[0])
+    bert.mlm(tokens)[..., 3].sum().backward()
+    # the output row of token 3 is row 3 of the embedding: it gets a gradient even though
+    # token 3 may not appear in the input
+    assert bert.top["tok_emb"].grad[3].abs().sum() > 0
+
+
+# ------------------------------------------------------------------------------------ masking
+def test_masking_statistics_are_15_percent_and_80_10_10():
+    rng = np.random.default_rng(0)
+    tokens = rng.integers(5, 1000, (400, 64))
+    tokens[:, 0], tokens[:, -1] = CLS, SEP
+    x, y = mask_tokens(tokens, rng, mask_id=MASK, vocab_size=1000, special_ids=(CLS, SEP))
+    s = masking_stats(tokens, x, y, MASK, (CLS, SEP))
+    n = int((y != IGNORE).sum())
+    assert abs(s["chosen"] - 0.15) < 4 * np.sqrt(0.15 * 0.85 / tokens[:, 1:-1].size)
+    for k, want in (("mask", 0.8), ("random", 0.1), ("unchanged", 0.1)):
+        assert abs(s[k] - want) < 4 * np.sqrt(want * (1 - want) / n) + 0.002, (k, s)
+    assert (y[:, 0] == IGNORE).all() and (y[:, -1] == IGNORE).all()  # specials never chosen
+    assert (x[y == IGNORE] == tokens[y == IGNORE]).all()  # what is not chosen is untouched
+    assert (y[y != IGNORE] == tokens[y != IGNORE]).all()  # labels are the original tokens
+
+
+def test_masking_statistics_match_hugging_faces_data_collator():
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import DataCollatorForLanguageModeling, PreTrainedTokenizerFast
+
+    specials = {"[PAD]": 0, "[UNK]": 1, "[CLS]": 2, "[SEP]": 3, "[MASK]": 4}
+    vocab = {**specials, **{f"w{i}": i + 5 for i in range(195)}}
+    tk = Tokenizer(models.WordLevel(vocab, unk_token="[UNK]"))
+    tk.pre_tokenizer = pre_tokenizers.Whitespace()
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tk, pad_token="[PAD]", unk_token="[UNK]", cls_token="[CLS]",
+        sep_token="[SEP]", mask_token="[MASK]",
+    )  # fmt: skip
+    rng = np.random.default_rng(1)
+    ids = rng.integers(5, 200, (300, 40))
+    ids[:, 0], ids[:, -1] = 2, 3
+    torch.manual_seed(0)
+    coll = DataCollatorForLanguageModeling(fast, mlm_probability=0.15, return_tensors="pt")
+    b = coll([{"input_ids": [int(v) for v in r]} for r in ids])
+    theirs = masking_stats(ids, b["input_ids"].numpy(), b["labels"].numpy(), 4, (2, 3))
+    x, y = mask_tokens(ids, rng, mask_id=4, vocab_size=200, special_ids=(0, 1, 2, 3, 4))
+    ours = masking_stats(ids, x, y, 4, (2, 3))
+    for k in ours:
+        assert abs(ours[k] - theirs[k]) < 0.03, (k, ours, theirs)
+
+
+def test_masking_rejects_bad_arguments():
+    rng = np.random.default_rng(0)
+    with pytest.raises(TypeError, match="tokens must hold integer ids"):
+        mask_tokens(np.ones(3), rng, mask_id=1, vocab_size=5)
+    with pytest.raises(ValueError, match="mask_id"):
+        mask_tokens(np.ones(3, dtype=int), rng, mask_id=9, vocab_size=5)
+    with pytest.raises(ValueError, match=r"tokens must lie in \[0, 4\]"):
+        mask_tokens(np.array([7]), rng, mask_id=1, vocab_size=5)
+
+
+# ------------------------------------------------------------------------------- bad input
+def test_clear_errors_for_bad_model_input():
+    p = _params()
+    with pytest.raises(ValueError, match="13 positions but the model has only max_len = 12"):
+        R.bert_encoder(np.zeros((1, 13), dtype=int), None, p, CFG)
+    with pytest.raises(ValueError, match="13 positions but the model has only max_len = 12"):
+        A.bert_encoder(torch.zeros(1, 13, dtype=torch.long), None, flatten(p, CFG), CFG)
+    with pytest.raises(ValueError, match=r"segments must lie in \[0, 1\]"):
+        R.bert_embeddings([[1, 2]], [[0, 2]], p, CFG)
+    with pytest.raises(ValueError, match="segments must have the shape of tokens"):
+        R.bert_embeddings([[1, 2]], [[0, 1, 1]], p, CFG)
+    with pytest.raises(TypeError, match="tokens must hold integers"):
+        R.bert_encoder(np.ones((1, 3)), None, p, CFG)
+    with pytest.raises(TypeError, match="attention_mask must be boolean"):
+        R.bert_encoder([[1, 2]], None, p, CFG, [[1, 0]])
+    with pytest.raises(ValueError, match="at least one real token"):
+        R.bert_encoder([[1, 2]], None, p, CFG, [[False, False]])
+    with pytest.raises(ValueError, match="labels must have shape"):
+        R.masked_lm_loss(np.zeros((2, 3, 4)), np.zeros((2, 4), dtype=int))
+    with pytest.raises(ValueError, match="labels are all -100"):
+        R.masked_lm_loss(np.zeros((1, 2, 4)), [[IGNORE, IGNORE]])
+    with pytest.raises(ValueError, match="wrong names: missing 'seg_emb'"):
+        R.bert_embeddings([[1]], None, {k: v for k, v in p.items() if k != "seg_emb"}, CFG)
+
+
+def test_clear_errors_for_pairs_that_do_not_fit_and_labels_that_do_not_match():
+    with pytest.raises(
+        ValueError, match=r"need 4 \+ 5 \+ 3 specials = 12 positions, more than max_len = 10"
+    ):
+        pack([1] * 4, [2] * 5, max_len=10)
+    with pytest.raises(ValueError, match="3 words but 2 tags"):
+        ft.word_labels_to_tokens([[1], [2], [3]], ["O", "O"])
+    assert pack([5], [6, 7], max_len=6) == ([CLS, 5, SEP, 6, 7, SEP], [0, 0, 0, 1, 1, 1])
+
+
+# ----------------------------------------------------------------------------------- the data
+def test_span_offsets_round_trip_through_the_tokenizer():
+    tok = tokenizer()
+    batch = ft.encode_qa(tasks.qa_stories(200, seed=7), tok, max_len=80)
+    for ex, row, a, b in zip(tasks.qa_stories(200, seed=7), batch.ids, *batch.targets, strict=True):
+        ids = tok.encode(ex.story)
+        offs = token_offsets(tok, ids)
+        assert tok.decode(ids) == ex.story
+        assert all(ex.story[s:e] == tok.decode([i]) for i, (s, e) in zip(ids, offs, strict=True))
+        assert tok.decode(row[a : b + 1]).strip() == ex.answer
+
+
+def test_bio_tags_are_valid_for_words_and_for_tokens():
+    tok = tokenizer()
+    sents = tasks.tagged_sentences(300, seed=3)
+    batch = ft.encode_tagging(sents, tok, max_len=80)
+    for (words, tags), row, lab in zip(sents, batch.ids, batch.targets[0], strict=True):
+        assert tasks.bio_is_valid(tags)
+        keep = lab != IGNORE
+        assert tasks.bio_is_valid([tasks.TAGS[i] for i in lab[keep]])
+        # word-by-word encoding is the sentence's encoding: the labels line up with the tokens
+        assert list(row[keep]) == tok.encode(" ".join(words))
+    assert not tasks.bio_is_valid(["O", "I-PER"])
+
+
+def test_best_span_against_brute_force():
+    rng = np.random.default_rng(0)
+    for _ in range(50):
+        s, e = rng.standard_normal(9), rng.standard_normal(9)
+        pairs = [(i, j) for i in range(9) for j in range(i, min(i + 3, 9))]
+        assert ft.best_span(s, e, max_tokens=3) == max(pairs, key=lambda ij: s[ij[0]] + e[ij[1]])
+
+
+def test_generated_data_is_deterministic_and_balanced():
+    assert tasks.negation_sentences(50, seed=2) == tasks.negation_sentences(50, seed=2)
+    labels = [y for _, y in tasks.negation_sentences(2000, seed=0)]
+    assert abs(np.mean(labels) - 0.5) < 0.05
+    assert pretraining_chunks(20_000, 16)[:, 0].tolist() == [CLS] * len(
+        pretraining_chunks(20_000, 16)
+    )
+    assert PAD not in pretraining_chunks(20_000, 16)
+
+
+# ----------------------------------------------------------------------------------- training
+@pytest.mark.portability
+def test_a_short_mlm_run_and_a_classifier_learn():
+    from course_lib.bert.train import pretrain_mlm
+
+    small = BertConfig(vocab_size=1024, max_len=16, n_layers=1, block=bert_block(32, 2))
+    chunks = pretraining_chunks(60_000, 16)
+    _, losses = pretrain_mlm(chunks, config=small, steps=60, batch_size=16)
+    assert np.mean(losses[-10:]) < np.mean(losses[:5]) - 0.5  # from log V ~ 6.9 downwards
+    tok = tokenizer()
+    train = ft.encode_classification(tasks.negation_sentences(1000, 0), tok, 16)
+    test = ft.encode_classification(tasks.negation_sentences(200, 1), tok, 16)
+    two_layers = BertConfig(vocab_size=1024, max_len=16, n_layers=2, block=bert_block(64, 4))
+    _, acc = ft.train_classifier(Bert(two_layers), train, test, steps=200)
+    assert acc > 0.85  # a bag of words cannot beat chance on this task
+
+
+# ---------------------------------------------------------------------------------- checkers
+def test_checkers_accept_solutions_and_name_mistakes():
+    assert check.best_span(ft.best_span)
+    no_order = lambda s, e, max_tokens=8: (int(np.argmax(s)), int(np.argmax(e)))  # noqa: E731
+    outcome = check.best_span(no_order)
+    assert not outcome and "end comes before its start" in str(outcome)
+    assert check.mask_positions(lambda tokens, u, special: (u < 0.15) & ~np.isin(tokens, special))
+    outcome = check.mask_positions(lambda tokens, u, special: u < 0.15)
+    assert not outcome and "special" in str(outcome)
+
+
+# ------------------------------------------------------------------ the checkpoint and the widget
+def test_the_shipped_checkpoint_loads_and_matches_its_recipe():
+    from course_lib.bert.pretrain_long import CHECKPOINT, RECIPE, load_checkpoint
+
+    state = torch.load(CHECKPOINT, weights_only=True)
+    assert state["recipe"] == RECIPE and len(state["losses"]) == RECIPE["steps"]
+    model, losses = load_checkpoint()
+    assert np.mean(losses[-100:]) < np.mean(losses[:10]) - 1.5
+    assert not model.training
+
+
+def test_top_predictions_and_their_errors():
+    from course_lib.bert.train import SMALL
+    from course_lib.bert.widget import render_predictions, top_predictions
+
+    tok, model = tokenizer(), Bert(SMALL).eval()
+    preds = top_predictions(model, tok, "To be[MASK] or not[MASK]", k=4)
+    assert len(preds) == 2 and all(len(p) == 4 for p in preds)
+    assert all(p[0][1] >= p[-1][1] for p in preds)  # sorted, most likely first
+    assert render_predictions(preds).count("<tr>") == 2
+    with pytest.raises(ValueError, match="no \\[MASK\\]"):
+        top_predictions(model, tok, "no blank here")

@@ -1,0 +1,376 @@
+"""Chapter 13 (parameter-efficient fine-tuning): hand-derived values, parity with peft and bitsandbytes, bad input."""
+
+from __future__ import annotations
+
+import copy
+import logging
+import warnings
+
+import numpy as np
+import pytest
+import torch
+
+from course_lib.block.config import BlockConfig, DecoderConfig
+from course_lib.models.decoder import DecoderOnlyModel
+from course_lib.peft import accelerated as fast
+from course_lib.peft import exercises as check
+from course_lib.peft import reference as ref
+from course_lib.peft.counting import measured_memory, memory_bytes, trainable_parameters
+from course_lib.peft.hf import copy_adapters_from_peft, to_hf_gpt2
+from course_lib.peft.layer import LoRALinear
+from course_lib.peft.model import AdaptedGPT
+from course_lib.peft.qlora import NF4Weight, bits_per_parameter
+from course_lib.peft.task import (
+    accuracy,
+    answer_loss,
+    base_config,
+    fine_tune,
+    pretrain,
+    reverse_examples,
+)
+
+ALL = ("w_qkv", "w_o", "w_1", "w_2")
+HF_ALL = ["c_attn", "c_proj", "c_fc"]
+
+
+@pytest.fixture(scope="module")
+def base() -> DecoderOnlyModel:
+    cfg = DecoderConfig(
+        13,
+        24,
+        2,
+        BlockConfig(d_model=16, n_heads=2, d_ff=48, norm_position="pre", activation="gelu_tanh"),
+    )
+    return DecoderOnlyModel(cfg, generator=torch.Generator().manual_seed(0)).eval()
+
+
+TOKENS = torch.tensor([[1, 2, 3, 4, 5, 6], [6, 5, 4, 3, 2, 1]])
+
+
+def _peft(hf, peft_config):
+    from peft import get_peft_model
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        logging.getLogger("peft").setLevel(logging.ERROR)
+        return get_peft_model(copy.deepcopy(hf), peft_config)
+
+
+def _lora_config(r: int, alpha: float, modules: list[str]):
+    from peft import LoraConfig, TaskType
+
+    return LoraConfig(
+        r=r,
+        lora_alpha=alpha,
+        target_modules=modules,
+        lora_dropout=0.0,
+        task_type=TaskType.CAUSAL_LM,
+    )
+
+
+def _randomise_trainable(model, seed: int = 0) -> None:
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for p in model.parameters():
+            if p.requires_grad:
+                p.copy_(0.3 * torch.randn(p.shape, generator=g))
+
+
+# --------------------------------------------------------------------------- the formulas
+def test_hand_derived_update_with_alpha_not_r():
+    # r = 2, alpha = 6: the update is 3 B A; B A computed by hand
+    W = np.zeros((2, 3))
+    A = np.array([[1.0, 0.0, 2.0], [0.0, 1.0, 0.0]])
+    B = np.array([[1.0, 1.0], [0.0, 2.0]])
+    BA = np.array([[1.0, 1.0, 2.0], [0.0, 2.0, 0.0]])
+    np.testing.assert_array_equal(ref.lora_weight(W, A, B, 6.0), 3 * BA)
+    x = np.array([[1.0, 1.0, 1.0]])
+    np.testing.assert_array_equal(ref.lora_linear(x, W, A, B, 6.0), 3 * x @ BA.T)
+    torch.testing.assert_close(
+        fast.lora_weight(torch.tensor(W), torch.tensor(A), torch.tensor(B), 6.0),
+        torch.tensor(3 * BA),
+    )
+
+
+def test_unmerged_layer_equals_merged_weight_brute_force():
+    rng = np.random.default_rng(0)
+    x, W, A, B = (rng.standard_normal(s) for s in ((3, 4, 7), (5, 7), (3, 7), (5, 3)))
+    b = rng.standard_normal(5)
+    # an independent computation: the explicit sum over the rank, then a plain matrix product
+    update = sum(np.outer(B[:, j], A[j]) for j in range(3)) * (10.0 / 3)
+    np.testing.assert_allclose(
+        ref.lora_linear(x, W, A, B, 10.0, b), x @ (W + update).T + b, rtol=1e-12
+    )
+
+
+def test_lora_layer_starts_as_the_frozen_layer_and_merges():
+    g = torch.Generator().manual_seed(0)
+    W, b = torch.randn(6, 4, generator=g), torch.randn(6, generator=g)
+    layer = LoRALinear(W, b, rank=2, alpha=5.0, generator=g)
+    x = torch.randn(3, 4, generator=g)
+    assert torch.equal(layer(x), torch.nn.functional.linear(x, W, b))  # B = 0 exactly
+    with torch.no_grad():
+        layer.B.normal_(generator=g)
+    unmerged = layer(x)
+    torch.testing.assert_close(unmerged, fast.lora_linear(x, W, layer.A, layer.B, 5.0, b))
+    layer.merge()
+    torch.testing.assert_close(layer(x), unmerged)
+    torch.testing.assert_close(layer.weight, fast.lora_weight(W, layer.A, layer.B, 5.0))
+    layer.unmerge()
+    torch.testing.assert_close(layer.weight, W)
+    with pytest.raises(RuntimeError, match="nothing to unmerge"):
+        layer.unmerge()
+
+
+def test_lora_layer_matches_peft_on_a_linear_layer():
+    from peft import LoraConfig, get_peft_model
+
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Linear(8, 6))
+    peft_net = get_peft_model(
+        copy.deepcopy(net), LoraConfig(r=3, lora_alpha=7, target_modules=["0"])
+    )
+    _randomise_trainable(peft_net)
+    ours = LoRALinear(net[0].weight, net[0].bias, rank=3, alpha=7.0)
+    named = dict(peft_net.named_parameters())
+    with torch.no_grad():
+        ours.A.copy_(named["base_model.model.0.lora_A.default.weight"])
+        ours.B.copy_(named["base_model.model.0.lora_B.default.weight"])
+    x = torch.randn(5, 8)
+    torch.testing.assert_close(ours(x), peft_net(x))
+    peft_net(x).square().sum().backward()
+    ours(x).square().sum().backward()
+    torch.testing.assert_close(ours.A.grad, named["base_model.model.0.lora_A.default.weight"].grad)
+    torch.testing.assert_close(ours.B.grad, named["base_model.model.0.lora_B.default.weight"].grad)
+    assert ours.weight.grad is None and ours.bias.grad is None
+
+
+# --------------------------------------------------------------------------- the model
+def test_adapted_model_equals_chapter_5_and_gpt2(base):
+    hf = to_hf_gpt2(base)
+    torch.testing.assert_close(hf(TOKENS).logits, base(TOKENS), atol=1e-5, rtol=1e-5)
+    ours = AdaptedGPT(base, targets=ALL, rank=2, alpha=3.0)
+    torch.testing.assert_close(ours(TOKENS), base(TOKENS), atol=1e-5, rtol=1e-5)  # B = 0
+
+
+@pytest.mark.parametrize("r, alpha", [(1, 4.0), (4, 2.0)])
+def test_lora_parity_with_peft(base, r, alpha):
+    hf = to_hf_gpt2(base)
+    theirs = _peft(hf, _lora_config(r, alpha, HF_ALL))
+    ours = AdaptedGPT(base, targets=ALL, rank=r, alpha=alpha)
+    n_theirs = sum(p.numel() for p in theirs.parameters() if p.requires_grad)
+    assert (
+        ours.trainable_parameters()
+        == n_theirs
+        == trainable_parameters(base.config, "lora", rank=r, targets=ALL)
+    )
+    # at initialisation (B = 0 on both sides), after copied updates, and the gradients
+    torch.testing.assert_close(theirs(TOKENS).logits, ours(TOKENS), atol=1e-5, rtol=1e-5)
+    _randomise_trainable(theirs)
+    copy_adapters_from_peft(theirs, ours)
+    out_theirs, out_ours = theirs(TOKENS).logits, ours(TOKENS)
+    assert (out_ours - base(TOKENS)).abs().max() > 1e-2  # the update does change the model
+    torch.testing.assert_close(out_theirs, out_ours, atol=1e-5, rtol=1e-5)
+    out_theirs.square().mean().backward()
+    out_ours.square().mean().backward()
+    named = dict(theirs.named_parameters())
+    for layer, adapters in enumerate(ours.adapters):
+        stem = f"base_model.model.transformer.h.{layer}.attn.c_attn"
+        torch.testing.assert_close(
+            adapters["w_qkv"].A.grad, named[f"{stem}.lora_A.default.weight"].grad
+        )
+        torch.testing.assert_close(
+            adapters["w_qkv"].B.grad, named[f"{stem}.lora_B.default.weight"].grad
+        )
+    # only the adapters have gradients
+    assert all(p.grad is None for n, p in ours.named_parameters() if not p.requires_grad)
+    # after merging: peft's merge_and_unload against ours
+    with torch.no_grad():
+        merged_theirs = theirs.merge_and_unload()(TOKENS).logits
+        torch.testing.assert_close(ours.merge()(TOKENS), merged_theirs, atol=1e-5, rtol=1e-5)
+        torch.testing.assert_close(ours.unmerge()(TOKENS), out_ours, atol=1e-5, rtol=1e-5)
+
+
+def test_separate_query_and_value_adapters_merge(base):
+    ours = AdaptedGPT(base, targets=("w_q", "w_v"), rank=2, alpha=5.0)
+    assert ours.trainable_parameters() == 2 * 2 * 2 * (16 + 16)
+    _randomise_trainable(ours)
+    with torch.no_grad():
+        unmerged = ours(TOKENS)
+        torch.testing.assert_close(ours.merge()(TOKENS), unmerged, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("method", ["prompt", "prefix"])
+def test_prompt_and_prefix_parity_with_peft(base, method):
+    from peft import PrefixTuningConfig, PromptTuningConfig, TaskType
+
+    n = 3
+    kind = PromptTuningConfig if method == "prompt" else PrefixTuningConfig
+    theirs = _peft(to_hf_gpt2(base), kind(num_virtual_tokens=n, task_type=TaskType.CAUSAL_LM))
+    ours = AdaptedGPT(base, **{f"{method}_tokens": n})
+    n_theirs = sum(p.numel() for p in theirs.parameters() if p.requires_grad)
+    assert (
+        ours.trainable_parameters()
+        == n_theirs
+        == trainable_parameters(base.config, method, virtual_tokens=n)
+    )
+    _randomise_trainable(theirs)
+    copy_adapters_from_peft(theirs, ours)
+    logits = theirs(TOKENS).logits
+    logits = logits[:, n:] if method == "prompt" else logits  # peft keeps the virtual positions
+    torch.testing.assert_close(logits, ours(TOKENS), atol=1e-5, rtol=1e-5)
+
+
+def test_prefix_changes_what_every_layer_sees_and_prompt_only_the_input(base):
+    # a prompt enters once, at the bottom; a prefix is read by every layer's attention
+    ours = AdaptedGPT(base, prefix_tokens=2)
+    assert ours.prefix.shape == (2, 2, 2, 2, 8)  # (layers, key/value, heads, n, d_head)
+    prompt = AdaptedGPT(base, prompt_tokens=2)
+    assert prompt.prompt.shape == (2, 16)
+
+
+# --------------------------------------------------------------------------- QLoRA
+def test_nf4_weight_matches_bitsandbytes_and_stays_under_4_2_bits():
+    logging.getLogger("bitsandbytes").setLevel(logging.ERROR)
+    import bitsandbytes.functional as bnb
+
+    from course_lib.number_formats import accelerated as nf
+
+    W = 0.02 * torch.randn(256, 512, generator=torch.Generator().manual_seed(0))
+    q = NF4Weight(W)
+    packed, state = bnb.quantize_4bit(W, blocksize=64, quant_type="nf4", compress_statistics=False)
+    assert torch.equal(q.packed.reshape(-1), packed.reshape(-1))  # the same codes
+    W_bnb = bnb.dequantize_4bit(packed, state)
+    codes, absmax = nf.nf4_quantize(W.reshape(-1), 64)
+    torch.testing.assert_close(nf.nf4_dequantize(codes, absmax, 64).reshape(W.shape), W_bnb)
+    # double quantisation moves the scales by a little, the values by at most that
+    err = (q.dequantize(torch.float32) - W_bnb).abs().max().item()
+    assert err < 0.01 * W.abs().max().item()
+    assert q.bits_per_parameter() == bits_per_parameter(W.numel()) <= 4.2
+    big = NF4Weight(torch.randn(1024, 1024))
+    assert abs(big.bits_per_parameter() - (4 + 8 / 64 + 32 / (64 * 256))) < 1e-4
+
+
+def test_qlora_model_is_close_to_the_dense_one_and_trains_only_adapters(base):
+    q = AdaptedGPT(base, targets=ALL, rank=2, alpha=4.0, nf4=True)
+    # the same model with the dequantised weights, in float32: equal up to bfloat16 rounding
+    dq = AdaptedGPT(base, targets=ALL, rank=2, alpha=4.0)
+    with torch.no_grad():
+        for key, w in q.quantized.items():
+            dq.frozen[key].copy_(w.dequantize(torch.float32))
+        out = q(TOKENS)
+        assert (out - dq(TOKENS)).norm() / out.norm() < 0.02
+        # and, at this tiny size (a 16-wide model, random weights), within 30% of the dense model
+        assert (out - base(TOKENS)).norm() / out.norm() < 0.3
+    q(TOKENS).sum().backward()
+    trained = {n for n, p in q.named_parameters() if p.grad is not None}
+    assert trained and all(".A" in n or ".B" in n for n in trained)
+    assert {b.dtype for b in q.quantized.buffers()} <= {torch.uint8, torch.int8, torch.float32}
+    with pytest.raises(RuntimeError, match="re-quantise"):
+        q.merge()
+
+
+def test_measured_memory_equals_the_formula():
+    cfg = base_config(d_model=32)
+    base = DecoderOnlyModel(cfg)
+    for method, kw in [
+        ("full", {"train_base": True}),
+        ("lora", {"targets": ALL}),
+        ("qlora", {"targets": ALL, "nf4": True}),
+        ("prefix", {"prefix_tokens": 8}),
+    ]:
+        m = AdaptedGPT(base, rank=4, **kw)
+        opt = torch.optim.Adam([p for p in m.parameters() if p.requires_grad])
+        answer_loss(m, reverse_examples(2, seed=0)).backward()
+        opt.step()
+        want = memory_bytes(cfg, method, rank=4, targets=ALL, virtual_tokens=8)
+        assert measured_memory(m, opt) == pytest.approx(want), method
+
+
+# --------------------------------------------------------------------------- bad input
+def test_bad_input(base):
+    W = torch.randn(4, 6)
+    with pytest.raises(ValueError, match="rank must be at least 1"):
+        LoRALinear(W, rank=0, alpha=1.0)
+    with pytest.raises(ValueError, match="rank r = 5 is larger"):
+        LoRALinear(W, rank=5, alpha=1.0)
+    with pytest.raises(ValueError, match="alpha must be in"):
+        LoRALinear(W, rank=2, alpha=0.0)
+    with pytest.raises(ValueError, match="exceeds min"):
+        ref.lora_weight(np.zeros((2, 3)), np.zeros((3, 3)), np.zeros((2, 3)), 1.0)
+    with pytest.raises(ValueError, match="B must have shape"):
+        fast.lora_weight(torch.zeros(2, 3), torch.zeros(1, 3), torch.zeros(3, 1), 1.0)
+    with pytest.raises(ValueError, match="x must have last dimension k = 3"):
+        ref.lora_linear(np.zeros((1, 4)), np.zeros((2, 3)), np.zeros((1, 3)), np.zeros((2, 1)), 1.0)
+    with pytest.raises(ValueError, match="'w_gate' is not a matrix of the block"):
+        AdaptedGPT(base, targets=("w_gate",))
+    with pytest.raises(ValueError, match="larger than the matrix w_o"):
+        AdaptedGPT(base, targets=("w_o",), rank=17)
+    with pytest.raises(ValueError, match="GPT-2-style"):
+        post_ln = DecoderConfig(5, 8, 1, BlockConfig(d_model=8, n_heads=2, d_ff=16))
+        AdaptedGPT(DecoderOnlyModel(post_ln))
+    with pytest.raises(ValueError, match="leave no position"):
+        AdaptedGPT(base, prompt_tokens=24)
+
+
+def test_adapters_of_another_shape_are_refused(base):
+    wide = DecoderOnlyModel(
+        DecoderConfig(13, 24, 2, BlockConfig(d_model=32, n_heads=2, d_ff=48, norm_position="pre"))
+    )
+    state = AdaptedGPT(wide, targets=("w_qkv",), rank=2).adapter_state_dict()
+    ours = AdaptedGPT(base, targets=("w_qkv",), rank=2)
+    with pytest.raises(ValueError, match=r"adapter 'adapters.0.w_qkv.A' has shape \(2, 32\)"):
+        ours.load_adapters(state)
+    with pytest.raises(ValueError, match="do not fit this model"):
+        ours.load_adapters(AdaptedGPT(base, targets=("w_o",), rank=2).adapter_state_dict())
+    ours.load_adapters(AdaptedGPT(base, targets=("w_qkv",), rank=2, seed=5).adapter_state_dict())
+
+
+# --------------------------------------------------------------------------- the checkers
+def test_checkers_accept_solutions_and_name_mistakes():
+    assert check.lora_linear(lambda x, W, A, B, a: ref.lora_linear(x, W, A, B, a))
+    assert "inverted" in str(
+        check.lora_linear(lambda x, W, A, B, a: x @ W.T + A.shape[0] / a * (x @ A.T) @ B.T)
+    )
+    assert check.merge(ref.lora_weight)
+    assert "scaled by alpha, not" in str(check.merge(lambda W, A, B, a: W + a * B @ A))
+    assert check.unmerge(lambda Wm, A, B, a: Wm - a / A.shape[0] * B @ A)
+    assert check.count_lora(lambda d, k, r, n: n * r * (d + k))
+    assert "size of the full update" in str(check.count_lora(lambda d, k, r, n: n * d * k))
+
+
+# --------------------------------------------------------------------------- training
+@pytest.mark.portability
+def test_short_run_lora_learns_to_reverse_and_frozen_does_not():
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # a tiny model: two threads on a busy 2-core machine are 10x slower
+    try:
+        _short_run()
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _short_run():
+    torch.manual_seed(0)
+    base, losses = pretrain(steps=400)
+    assert losses[-1] < 1.3  # the digits themselves are random: ln(10) * 5/12 ~ 0.96 is the floor
+    test = reverse_examples(128, seed=99)
+    assert accuracy(base, test) < 0.05
+    model = AdaptedGPT(base, targets=ALL, rank=4, alpha=8.0)
+    curve = fine_tune(model, steps=150)
+    assert curve.accuracy[-1] > 0.9
+
+
+def test_qlora_matches_peft_with_bitsandbytes_at_the_start():
+    from course_lib.peft.hf import Logits, to_hf_qlora
+
+    base = DecoderOnlyModel(base_config(), generator=torch.Generator().manual_seed(0))
+    theirs = to_hf_qlora(base, rank=2, alpha=6.0)
+    ours = AdaptedGPT(base, targets=ALL, rank=2, alpha=6.0, nf4=True)
+    n_theirs = sum(p.numel() for p in theirs.parameters() if p.requires_grad)
+    assert ours.trainable_parameters() == n_theirs
+    copy_adapters_from_peft(theirs, ours)
+    with torch.no_grad():
+        a, b = Logits(theirs)(TOKENS), ours(TOKENS)
+    # same NF4 codes; the block scales differ in their 8-bit second level only
+    assert (a - b).norm() / a.norm() < 0.02
