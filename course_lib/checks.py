@@ -315,3 +315,30 @@ def check_same_shape(
             f"{b_name} must have the shape of {a_name} {fmt_shape(a_shape)}, "
             f"got {fmt_shape(b_shape)}"
         )
+
+
+def check_token_ids(tokens: Any, config: Any) -> np.ndarray:
+    """Token ids (..., L) as int64, checked against ``config.vocab_size`` and
+    ``config.context_length`` (any model config with those two fields): integers, 1 <= L <=
+    context_length, every id in [0, vocab_size).
+
+    >>> from types import SimpleNamespace
+    >>> check_token_ids([[1, 2]], SimpleNamespace(vocab_size=3, context_length=4)).dtype
+    dtype('int64')
+    """
+    t = np.asarray(tokens.detach().cpu() if hasattr(tokens, "detach") else tokens)
+    if t.dtype.kind not in "iu":
+        raise TypeError(f"tokens must be integers (token ids), got an array of dtype {t.dtype}")
+    if t.ndim < 1 or 0 in t.shape:
+        raise ValueError(f"tokens must have shape (..., L) with L >= 1, got {fmt_shape(t.shape)}")
+    if t.shape[-1] > config.context_length:
+        raise ValueError(
+            f"the sequence has {t.shape[-1]} tokens but the model has only "
+            f"context_length = {config.context_length} positions"
+        )
+    if t.min() < 0 or t.max() >= config.vocab_size:
+        raise ValueError(
+            f"token ids must lie in [0, {config.vocab_size - 1}] (vocab_size = "
+            f"{config.vocab_size}), got values from {t.min()} to {t.max()}"
+        )
+    return t.astype(np.int64)

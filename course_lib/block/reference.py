@@ -41,7 +41,7 @@ from course_lib.block.params import (
     unflatten_decoder_block,
     unflatten_parameters,
 )
-from course_lib.checks import as_array, check_choice, check_real, fmt_shape
+from course_lib.checks import as_array, check_choice, check_real, check_token_ids, fmt_shape
 
 __all__ = [
     "activation",
@@ -340,25 +340,6 @@ def transformer_stack(x: Any, params: Any, config: BlockConfig, mask: Any = None
 
 
 # ---------------------------------------------------------------------------- the decoder
-def _tokens(tokens: Any, config: DecoderConfig) -> np.ndarray:
-    t = np.asarray(tokens.detach().cpu() if hasattr(tokens, "detach") else tokens)
-    if t.dtype.kind not in "iu":
-        raise TypeError(f"tokens must be integers (token ids), got an array of dtype {t.dtype}")
-    if t.ndim < 1 or 0 in t.shape:
-        raise ValueError(f"tokens must have shape (..., L) with L >= 1, got {fmt_shape(t.shape)}")
-    if t.shape[-1] > config.context_length:
-        raise ValueError(
-            f"the sequence has {t.shape[-1]} tokens but the model has only "
-            f"context_length = {config.context_length} positions"
-        )
-    if t.min() < 0 or t.max() >= config.vocab_size:
-        raise ValueError(
-            f"token ids must lie in [0, {config.vocab_size - 1}] (vocab_size = "
-            f"{config.vocab_size}), got values from {t.min()} to {t.max()}"
-        )
-    return t
-
-
 def decoder_forward(tokens: Any, params: Any, config: DecoderConfig) -> np.ndarray:
     """The decoder-only model of notes ``002`` eq. (21); returns the logits (..., L, V).
 
@@ -385,7 +366,7 @@ def decoder_forward(tokens: Any, params: Any, config: DecoderConfig) -> np.ndarr
     if not isinstance(params, Mapping):
         params = unflatten_parameters(as_array(params, "params", ndim=1), config)
     p = check_params(params, config, as_array)
-    t = _tokens(tokens, config)
+    t = check_token_ids(tokens, config)
     L = t.shape[-1]
     U = np.eye(config.vocab_size)[t]  # (..., L, V): one-hot rows
     h = U @ p["tok_emb"] + p["pos_emb"][:L]  # (..., L, d), eq. (21) line 1
