@@ -20,7 +20,10 @@ PORTABILITY_NOTEBOOKS = {
     "04_attention.ipynb",
     "05_transformer_block.ipynb",
     "06_positional_encodings.ipynb",
+    "08_gpt.ipynb",
     "09_bert.ipynb",
+    "10_feedback_distillation.ipynb",
+    "11_long_sequences.ipynb",
     "13_peft.ipynb",
 }
 

