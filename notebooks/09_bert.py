@@ -30,11 +30,14 @@
 #   its masked-LM head with tied weights, and check them against `transformers`' `BertForMaskedLM`;
 # - implement the 15% / 80-10-10 masking and say why it is not "always `[MASK]`";
 # - put a head on the encoder for sequence classification, span extraction and token labelling,
-#   and train each one.
+#   and train each one;
+# - look at what each attention head reads in a sentence you type;
+# - train a small WordPiece vocabulary and encode words greedily, longest piece first, as
+#   BERT's tokenizer does.
 #
 # **Assumes**: chapters 4 and 5 (multi-head attention, the post-LN block), chapter 7 (BPE), and
-# cross-entropy. **Core path**: about 55 minutes; the optional section adds 3 minutes and the
-# exercises about 30.
+# cross-entropy. **Core path**: about 60 minutes; the optional sections add about 11 minutes
+# and the exercises about 35.
 #
 # The chapter follows section 8 of Strabel's notes {cite}`strabel2023transformers`, which names
 # BERT {cite}`devlin2019bert` as the first encoder-only model fine-tuned for many tasks, and the
@@ -57,7 +60,13 @@ from course_lib.bert.data import CLS, MASK, PAD, SEP, pack, pretraining_chunks, 
 from course_lib.bert.masking import mask_tokens, masking_stats
 from course_lib.bert.model import Bert
 from course_lib.bert.train import SMALL, pretrain_mlm
-from course_lib.bert.widget import mask_filler, top_predictions, visibility
+from course_lib.bert.widget import (
+    attention_viewer,
+    head_maps,
+    mask_filler,
+    top_predictions,
+    visibility,
+)
 from course_lib.checker import check_prediction
 from course_lib.plotting import heatmap, new_axes, use_style
 
@@ -123,8 +132,8 @@ assert moved_bert > 1e-4 and moved_gpt == 0.0
 # $$e_t = \mathrm{LN}\big(W_{\text{tok}}[x_t] + W_{\text{pos}}[t] + W_{\text{seg}}[s_t]\big).$$
 #
 # Our tokens come from chapter 7's byte-level BPE, trained here on the first 300,000 characters
-# of Shakespeare with BERT's four special tokens added (BERT itself used WordPiece; the model
-# does not care how the ids were made).
+# of Shakespeare with BERT's four special tokens added (BERT itself used WordPiece, section
+# 9.8; the model does not care how the ids were made).
 
 # %%
 tok = tokenizer()
@@ -264,7 +273,7 @@ assert abs(stats["random"] - 0.1) < 0.02 and abs(stats["unchanged"] - 0.1) < 0.0
 # model cannot trust the token it is shown. The cost: only 15% of the positions teach anything
 # per pass, where GPT learns from all of them.
 #
-# ## 9.5 Pre-training a small BERT (core, 8 min)
+# ## 9.5 Pre-training a small BERT (core, 10 min)
 #
 # The chapter's model: 2 blocks of width 64 with 4 heads, 80 positions, our 1,024-token
 # vocabulary (BERT-base has 12 blocks of width 768 and 110 M parameters). 300 steps of AdamW on
@@ -342,6 +351,60 @@ for text in ["To be, or not to[MASK], that is the question", "My lord, I[MASK] n
 
 # %%
 mask_filler(model, tok)
+
+# %% [markdown]
+# **What does each head read?** Every block has 4 heads, and each head has its own attention
+# map: row $q$ holds the weights $a_{qk}$ (a softmax, so the row sums to one) with which token
+# $q$ averages the value vectors of the keys $k$ (chapter 4). `Bert.attention_maps` returns
+# them for every block, shape (B, R, h, L, L); a test checks them against a NumPy
+# recomputation and against `transformers`' `output_attentions`. Here are the four heads of
+# the second block for one line:
+
+# %%
+pieces, maps = head_maps(model, tok, "Friends, Romans, countrymen, lend me your ears", layer=1)
+print(len(pieces), "pieces;", maps.shape)  # (h, L, L): one map per head
+assert np.allclose(maps.sum(-1), 1)  # each row is a softmax
+fig, axes = plt.subplots(1, 4, figsize=(14, 3.8))
+for i, ax in enumerate(axes):
+    heatmap(ax, maps[i], title=f"block 1, head {i}", xlabel="key", ylabel="query" if i == 0 else "",
+            xticklabels=pieces, yticklabels=pieces if i == 0 else [""] * len(pieces),
+            colorbar=False)  # fmt: skip
+    ax.tick_params(labelsize=6)
+plt.tight_layout()
+plt.show()
+
+# %% [markdown]
+# The heads differ. Measure how much of its weight each head gives to the query itself and its
+# two neighbours, averaged over the queries, for every head of both blocks:
+
+# %%
+near = np.abs(np.subtract.outer(np.arange(len(pieces)), np.arange(len(pieces)))) <= 1  # (L, L)
+local = np.array([(head_maps(model, tok, "Friends, Romans, countrymen, lend me your ears", r)[1]
+                   * near).sum(-1).mean(-1) for r in range(2)])  # fmt: skip  # (R, h)
+print("weight within one position, block x head:\n", local.round(1))
+assert local[0].argmax() == 3 and local[0, 3] > 0.4 and local[1, 2] > 0.4
+
+# %% [markdown]
+# Head 3 of block 0 and head 2 of block 1 spend about half their weight on the token and its
+# neighbours: they read the local context, which helps to put word pieces such as " count",
+# "ry", "m", "en" back together (the diagonal band in the picture). Other heads fix on one
+# token for many queries: head 3 of block 1 on " count", and head 0 of block 1 on `[SEP]`, for
+# the second half of the line much more than for the first (checked below). Large BERTs do
+# this too, often on `[SEP]` and punctuation (Clark et al., 2019, in the references).
+
+# %%
+L = len(pieces)
+print("most-read key of head 3:", repr(pieces[maps[3].sum(0).argmax()]))
+print("head 0, mean weight on [SEP], first / second half of the queries:",
+      maps[0][: L // 2, -1].mean().round(1), maps[0][L // 2 :, -1].mean().round(1))  # fmt: skip
+assert pieces[maps[3].sum(0).argmax()] == " count"
+assert maps[0][L // 2 :, -1].mean() > 3 * maps[0][: L // 2, -1].mean()
+
+# %% [markdown]
+# Type your own sentence and pick a block (hover over a cell for its weight):
+
+# %%
+attention_viewer(model, tok)
 
 # %% [markdown]
 # ## 9.6 Three tasks for an encoder (core, 15 min)
@@ -438,7 +501,94 @@ assert tag_acc > 0.85
 # topic, which teaches little the masked LM does not. This chapter keeps the segment embeddings
 # (span extraction uses them) and trains the masked LM only.
 #
-# ## 9.8 What the notes get wrong (core, 4 min)
+# ## 9.8 WordPiece, BERT's tokenizer (optional, 8 min)
+#
+# BERT's ids came from a WordPiece vocabulary of 30,000 pieces {cite}`devlin2019bert`.
+# WordPiece (Schuster and Nakajima, 2012) builds its vocabulary like chapter 7's BPE: start
+# from characters, merge a pair of pieces into a new one, repeat. Two things differ.
+#
+# - **Which pair is merged.** BPE merges the most frequent pair. WordPiece merges the pair that
+#   most raises the likelihood of the training text; the usual simplification scores a pair
+#   $(a, b)$ by
+#   $$\text{score}(a, b) = \frac{\text{count}(ab)}{\text{count}(a)\,\text{count}(b)},$$
+#   which is high when $a$ and $b$ are seldom seen apart, however rare they are.
+# - **Marks instead of merges.** A piece inside a word carries the prefix `##`, so `play` and
+#   `##ing` are different pieces. Encoding replays no merge list: it takes the longest piece of
+#   the vocabulary that starts the word, then the longest `##` piece that continues it, and so
+#   on; if some part cannot be matched, the whole word becomes `[UNK]`.
+#
+# On a toy text the two scores merge in a different order. At first every pair scores
+# $1/6$ (for `##u ##g`: $4 / (6 \cdot 4)$), and the more frequent pair breaks the tie. Then
+# WordPiece prefers the rare word "bun" ($1 / (1 \cdot 2)$) to the frequent "hug"
+# ($3 / (3 \cdot 4)$), which BPE merges at once:
+
+# %%
+from course_lib.bert import wordpiece as wp
+
+toy = "hug hug hug pug pun bun"
+wordpiece_order = wp.train_wordpiece(toy, 12, specials=["[UNK]"])[7:]  # the 5 merged pieces
+bpe_order = wp.train_wordpiece(toy, 12, specials=["[UNK]"], score="frequency")[7:]
+print("WordPiece:", wordpiece_order)
+print("BPE:      ", bpe_order)
+assert wordpiece_order.index("bun") < wordpiece_order.index("hug") and bpe_order[1] == "hug"
+
+# %% [markdown]
+# Now on the 300,000 characters of Shakespeare that trained our BPE (words cut at spaces and
+# punctuation). The ratio rewards pairs of rare pieces so much that, trained as is, the
+# vocabulary fills with the letters of rare names and "the" stays `th ##e` (`##e` is too
+# common to be worth merging). A floor on the pair count (`min_count`, like the
+# `min_frequency` of `tokenizers`) keeps the merges to pairs seen at least 20 times:
+
+# %%
+from course_lib.bert.data import TOKENIZER_TEXT
+from course_lib.bpe.corpus import sample
+
+shakespeare = sample(TOKENIZER_TEXT)
+plain = wp.train_wordpiece(shakespeare, 1500)  # 1,500 pieces: list of str
+vocab = wp.train_wordpiece(shakespeare, 1500, min_count=20)
+print("no floor:", wp.encode_word("the", plain), "| min_count=20:", wp.encode_word("the", vocab))
+assert wp.encode_word("the", plain) == ["th", "##e"] and wp.encode_word("the", vocab) == ["the"]
+
+# %% [markdown]
+# The same words under chapter 7's byte-level BPE (1,024 tokens, the space glued to the front
+# of a word) and under this WordPiece vocabulary (1,500 pieces, `##` inside words):
+
+# %%
+for word in ["countrymen", "Romans", "unfrequented", "sweetest", "kingdom", "thee"]:
+    bpe = [tok.decode([i]) for i in tok.encode(" " + word)]
+    print(f"{word:>13}  BPE {bpe}\n{'':>13}  WordPiece {wp.encode_word(word, vocab)}")
+
+# %% [markdown]
+# The `##` marks say where a word goes on, where BPE glues the space to the start of a word
+# instead. The likelihood score shows too: "Rom ##ans" and "king ##dom" are pairs that belong
+# together, while `##e`, which follows almost any letter, is rarely worth merging with
+# anything, so "thee" stays `the ##e` even though BPE, scoring by frequency, learned it whole.
+#
+# Greedy longest-match is easy to state, and it is exactly what `tokenizers`' `WordPiece`
+# model does: loaded with *our* vocabulary, it cuts a passage into the same pieces.
+
+# %%
+from tokenizers import Tokenizer, models, pre_tokenizers
+
+hf_wp = Tokenizer(models.WordPiece({p: i for i, p in enumerate(vocab)}, unk_token="[UNK]"))
+hf_wp.pre_tokenizer = pre_tokenizers.BertPreTokenizer()  # spaces and punctuation, as ours
+passage = shakespeare[:20_000]
+ours = wp.encode(passage, vocab)
+print(len(ours), "pieces; a line:", wp.encode("Friends, Romans, countrymen, lend me", vocab))
+assert hf_wp.encode(passage).tokens == ours
+
+# %% [markdown]
+# Its *trainer* is another matter. `tokenizers.trainers.WordPieceTrainer` is a wrapper around
+# the library's BPE trainer with the `##` prefix switched on (see
+# `tokenizers/src/models/wordpiece/trainer.rs` in the `huggingface/tokenizers` repository): it
+# merges by frequency, not by the score above. `tests/test_bert.py` measures it on this text
+# with 2,000 pieces: our trainer with `score="frequency"` shares about 92% of its pieces and
+# cuts about 99% of the running words the same way (the initial alphabet differs, and the
+# library breaks ties between equally frequent pairs differently from run to run), while our
+# likelihood-scored trainer shares about a quarter. The likelihood score is the idea of the
+# original WordPiece; libraries differ in how, and whether, they implement it.
+#
+# ## 9.9 What the notes get wrong (core, 4 min)
 #
 # **The handwritten notes' MLM formula.** They write the masked LM as
 # $P(x_t \mid \text{the entire input sequence other than } x_t)$, and then mask *two* words of
@@ -551,6 +701,51 @@ check.best_span(best_span, require=True)
 # ```
 
 # %% [markdown]
+# ```{exercise} WordPiece encode
+# :label: ex-bert-wordpiece
+#
+# Write `wordpiece_word(word, vocab)`: the pieces of one word by greedy longest-match-first
+# (section 9.8). Take the longest piece of the set `vocab` that starts the word; from then on
+# look for pieces written `##` + the rest; return `["[UNK]"]` if some part of the word cannot
+# be matched.
+# ```
+
+
+# %%
+def wordpiece_word(word, vocab):
+    raise NotImplementedError  # your code here
+
+
+check.wordpiece_encode(wordpiece_word)
+
+# %% [markdown] tags=["solution"]
+# ```{solution-start} ex-bert-wordpiece
+# :class: dropdown
+# ```
+
+
+# %% tags=["solution"]
+def wordpiece_word(word, vocab):
+    pieces, start = [], 0
+    while start < len(word):
+        for end in range(len(word), start, -1):  # the longest candidate first
+            piece = word[start:end] if start == 0 else "##" + word[start:end]
+            if piece in vocab:
+                pieces.append(piece)
+                start = end
+                break
+        else:  # no piece starts here: the whole word is unknown
+            return ["[UNK]"]
+    return pieces
+
+
+check.wordpiece_encode(wordpiece_word, require=True)
+
+# %% [markdown] tags=["solution"]
+# ```{solution-end}
+# ```
+
+# %% [markdown]
 # ```{exercise} Predict, then check: how often is the shown token the right one?
 # :label: ex-bert-predict
 #
@@ -599,7 +794,7 @@ assert check_prediction(prediction, measured, what="the fraction", rtol=0.1).pas
 # ```
 #
 # BERT was trained to fill in blanks with both sides visible; it has no model of
-# $P(x_{t+1} \mid x_{\le t})$, and its blanks are predicted independently of each other (9.8),
+# $P(x_{t+1} \mid x_{\le t})$, and its blanks are predicted independently of each other (9.9),
 # so filling several at once can give words that do not fit together. Generating would need
 # repeated fill-ins with no principled order. GPT, conversely, gives position $t$ a vector that
 # knows nothing of what follows; for token labelling a word's tag often depends on the next
@@ -649,6 +844,11 @@ assert check_prediction(prediction, measured, what="the fraction", rtol=0.1).pas
 #   10%, the original in 10%; the loss counts only the chosen positions.
 # - One small head per task: `[CLS]` + pooler for classification, start/end scores for spans,
 #   per-token scores for tags.
+# - Each head has its own attention map; in the small model some heads read the neighbours,
+#   others the whole line.
+# - WordPiece merges the pair with the highest $\text{count}(ab) / (\text{count}(a)\,\text{count}(b))$,
+#   marks word-inner pieces with `##` and encodes greedily, longest piece first, `[UNK]` for a
+#   word it cannot cover (9.8).
 # - The handwritten notes' MLM formula holds only for a single masked token; Strabel's notes
 #   call GPT's causal objective "masked".
 #
@@ -660,6 +860,10 @@ assert check_prediction(prediction, measured, what="the fraction", rtol=0.1).pas
 # - J. Devlin, M.-W. Chang, K. Lee and K. Toutanova, "BERT: Pre-training of deep bidirectional
 #   Transformers for language understanding", NAACL 2019 {cite}`devlin2019bert`.
 # - Y. Liu et al., "RoBERTa: A robustly optimized BERT pretraining approach", 2019 (section 9.7).
+# - K. Clark, U. Khandelwal, O. Levy and C. D. Manning, "What does BERT look at? An analysis of
+#   BERT's attention", BlackboxNLP 2019 (section 9.5).
+# - M. Schuster and K. Nakajima, "Japanese and Korean voice search", ICASSP 2012: WordPiece
+#   (section 9.8).
 #
 # ## How this chapter is tested
 #
@@ -671,7 +875,10 @@ assert check_prediction(prediction, measured, what="the fraction", rtol=0.1).pas
 # weights copied in (equal to $10^{-10}$ in float64, the parameter counts too); the masking
 # proportions against binomial bounds and against `DataCollatorForLanguageModeling` on the same
 # tokens; span offsets round-tripping through the tokenizer on 200 stories; BIO validity of every
-# generated sentence, word by word and token by token; `best_span` against brute force; a short
+# generated sentence, word by word and token by token; `best_span` against brute force; the
+# attention maps (rows sum to one, zero on padding, equal to a NumPy recomputation and to
+# `transformers`' `output_attentions`); WordPiece on hand-derived examples, its encoder against
+# `tokenizers`' `WordPiece` with our vocabulary, its trainer against `WordPieceTrainer`; a short
 # pre-training and fine-tuning run (the `portability` marker); and clear errors, as here:
 
 # %%

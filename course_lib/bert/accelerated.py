@@ -14,12 +14,13 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+from course_lib.attention.accelerated import attention_weights
 from course_lib.bert.config import BertConfig, check_bert_params, unflatten
 from course_lib.bert.inputs import IGNORE, check_ids, check_labels, check_mask, check_segments
 from course_lib.block.accelerated import block_forward
 from course_lib.checks import as_tensor, same_device_and_dtype
 
-__all__ = ["bert_embeddings", "bert_encoder", "masked_lm_loss", "mlm_logits"]
+__all__ = ["attention_maps", "bert_embeddings", "bert_encoder", "masked_lm_loss", "mlm_logits"]
 
 
 def _params(params: Any, config: Any) -> dict[str, Any]:
@@ -70,6 +71,36 @@ def encode(
     for blk in p["blocks"]:
         h = block_forward(h, blk, c.block, mask, dropout)  # (..., L, d)
     return h
+
+
+def maps(
+    t: torch.Tensor, s: torch.Tensor, m: torch.Tensor | None, p: Mapping[str, Any], c: BertConfig
+) -> torch.Tensor:
+    """Every head's attention weights in every block, on checked inputs: (..., R, h, L, L)."""
+    if c.block.norm_position != "post":
+        raise ValueError(
+            f"attention_maps needs BERT's post-LN blocks, got norm_position={c.block.norm_position!r}"
+        )
+    h = embed(t, s, p, c)  # (..., L, d)
+    mask = None if m is None else m[..., None, None, :]  # (..., 1, 1, L)
+    out = []
+    for blk in p["blocks"]:
+        q = (
+            torch.einsum("...ld,hdk->...hlk", h, blk["w_q"]) + blk["b_q"][:, None, :]
+        )  # (..., h, L, d_k)
+        k = torch.einsum("...ld,hdk->...hlk", h, blk["w_k"]) + blk["b_k"][:, None, :]
+        out.append(attention_weights(q, k, mask))  # (..., h, L, L)
+        h = block_forward(h, blk, c.block, mask)  # (..., L, d)
+    return torch.stack(out, dim=-4)
+
+
+def attention_maps(
+    tokens: Any, segments: Any, params: Any, config: BertConfig, attention_mask: Any = None
+) -> torch.Tensor:
+    """Every head's attention weights in every block (..., R, h, L, L); rows sum to one."""
+    p = _params(params, config)
+    t, s, m = _inputs(tokens, segments, attention_mask, p, config)
+    return maps(t, s, m, p, config)
 
 
 def mlm_head(h: torch.Tensor, p: Mapping[str, Any], c: BertConfig) -> torch.Tensor:

@@ -12,7 +12,7 @@ import numpy as np
 
 from course_lib.checker import Outcome, check_cases, diagnose, first_mistake, seeded
 
-__all__ = ["best_span", "mask_positions"]
+__all__ = ["best_span", "mask_positions", "wordpiece_encode"]
 
 #: Seed of this chapter's checker inputs.
 SEED = 9
@@ -107,4 +107,76 @@ def mask_positions(fn: Callable, *, require: bool = False) -> Outcome:
     cases = _mask_cases()
     return check_cases(
         "choosing the positions to predict", fn, cases, compare=compare, require=require
+    )
+
+
+#: The vocabulary of the WordPiece checker: short and long pieces, so that a shortest-match or a
+#: no-``##`` answer differs from the right one.
+_WP_VOCAB = frozenset(
+    ["[UNK]", "u", "un", "a", "the", "there", "want", "##n", "##a", "##aff", "##f", "##able",
+     "##ab", "##le", "##want", "##wan", "##t", "##ted", "##ed", "##e", "##d", "##re", "##fore",
+     "aff", "able", "ed"]
+)  # fmt: skip
+
+
+def _wp_cases():
+    from course_lib.bert.wordpiece import encode_word
+
+    words = [
+        ("a word in the vocabulary", "there"),
+        ("a word of three pieces", "unaffable"),
+        ("the longest piece first", "unwanted"),
+        ("a word no piece can start", "xun"),
+        ("a word whose end cannot be covered", "unaffablex"),
+        ("a one-letter word", "a"),
+        ("continuations only after the first piece", "therefore"),
+    ]
+    return [(d, (w, _WP_VOCAB), encode_word(w, _WP_VOCAB)) for d, w in words]
+
+
+def _shortest_first(word: str, vocab) -> list[str]:
+    out, start = [], 0
+    while start < len(word):
+        for end in range(start + 1, len(word) + 1):
+            piece = word[start:end] if start == 0 else "##" + word[start:end]
+            if piece in vocab:
+                out.append(piece)
+                start = end
+                break
+        else:
+            return ["[UNK]"]
+    return out
+
+
+def wordpiece_encode(fn: Callable, *, require: bool = False) -> Outcome:
+    """``fn(word, vocab)``: WordPiece's greedy longest-match-first pieces of one word.
+
+    Take the longest piece of ``vocab`` that starts the word, then repeatedly the longest
+    ``##`` piece that continues it; return ``["[UNK]"]`` when some part cannot be matched.
+
+    >>> from course_lib.bert.wordpiece import encode_word
+    >>> wordpiece_encode(encode_word).passed
+    True
+    """
+
+    def compare(got, want):
+        word = next(args[0] for _, args, w in cases if w is want)
+        if not isinstance(got, list | tuple) or not all(isinstance(p, str) for p in got):
+            return f"return a list of str pieces, got {got!r}"
+        got = list(got)
+        if got == want:
+            return None
+        if want == ["[UNK]"] and "[UNK]" in got:
+            return f"for {word!r} you return {got}: when any part of a word cannot be matched, the whole word is ['[UNK]']"
+        if want == ["[UNK]"]:
+            return f"{word!r} cannot be covered by the vocabulary, so the answer is ['[UNK]'], not {got}"
+        if got == _shortest_first(word, _WP_VOCAB):
+            return f"for {word!r} you take the shortest piece each time ({got}): take the longest, {want}"
+        if [p.removeprefix("##") for p in got] == [p.removeprefix("##") for p in want]:
+            return f"for {word!r} you return {got}: every piece after the first starts with '##', the first never does ({want})"
+        return f"for {word!r} you return {got}, the expected pieces are {want}"
+
+    cases = _wp_cases()
+    return check_cases(
+        "WordPiece encoding of one word", fn, cases, compare=compare, require=require
     )

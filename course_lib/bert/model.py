@@ -22,7 +22,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from course_lib.bert.accelerated import _inputs, encode, mlm_head
+from course_lib.bert.accelerated import _inputs, encode, maps, mlm_head
 from course_lib.bert.config import BertConfig, init_parameters
 from course_lib.bert.inputs import IGNORE, check_labels
 from course_lib.checks import check_int, check_real
@@ -80,6 +80,12 @@ class Bert(nn.Module):
     def mlm(self, tokens, segments=None, attention_mask=None) -> torch.Tensor:
         """Masked-LM logits (B, L, V)."""
         return mlm_head(self(tokens, segments, attention_mask), self.parameter_dict(), self.config)
+
+    def attention_maps(self, tokens, segments=None, attention_mask=None) -> torch.Tensor:
+        """Every head's attention weights in every block (B, R, h, L, L) (no dropout)."""
+        p = self.parameter_dict()
+        t, s, m = _inputs(tokens, segments, attention_mask, p, self.config)
+        return maps(t, s, m, p, self.config)
 
 
 def _ce(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:

@@ -21,12 +21,13 @@ from typing import Any
 
 import numpy as np
 
+from course_lib.attention.reference import attention_weights
 from course_lib.bert.config import BertConfig, check_bert_params, unflatten
 from course_lib.bert.inputs import IGNORE, check_ids, check_labels, check_mask, check_segments
 from course_lib.block.reference import activation, layer_norm, transformer_block
 from course_lib.checks import as_array
 
-__all__ = ["bert_embeddings", "bert_encoder", "masked_lm_loss", "mlm_logits"]
+__all__ = ["attention_maps", "bert_embeddings", "bert_encoder", "masked_lm_loss", "mlm_logits"]
 
 
 def _params(params: Any, config: Any) -> dict[str, Any]:
@@ -86,6 +87,43 @@ def bert_encoder(
     True
     """
     return _encode(tokens, segments, _params(params, config), config, attention_mask)
+
+
+def _post_ln(c: BertConfig) -> None:
+    if c.block.norm_position != "post":
+        raise ValueError(
+            f"attention_maps needs BERT's post-LN blocks, got norm_position={c.block.norm_position!r}"
+        )
+
+
+def attention_maps(
+    tokens: Any, segments: Any, params: Any, config: BertConfig, attention_mask: Any = None
+) -> np.ndarray:
+    """Every head's attention weights in every layer: (..., R, h, L, L).
+
+    Entry ``[..., r, i, q, k]`` is the weight with which query ``q`` of head ``i`` in block ``r``
+    averages key ``k``: ``softmax(Q K^T / sqrt(d_k))`` with ``Q = X W_Q^i + b_Q^i``,
+    ``K = X W_K^i + b_K^i`` and X the block's input (BERT's blocks are post-LN, so the
+    attention reads it unnormalised). Each row sums to one; padded keys get weight zero.
+
+    >>> from course_lib.bert.config import bert_block, init_parameters
+    >>> cfg = BertConfig(vocab_size=6, max_len=5, n_layers=2, block=bert_block(4, 2))
+    >>> a = attention_maps([[1, 2, 3, 0]], None, init_parameters(cfg), cfg, [[True] * 3 + [False]])
+    >>> a.shape, np.allclose(a.sum(-1), 1), float(a[..., 3].max())
+    ((1, 2, 2, 4, 4), True, 0.0)
+    """
+    p = _params(params, config)
+    _post_ln(config)
+    h = _embed(tokens, segments, p, config)  # (..., L, d)
+    m = check_mask(attention_mask, np.asarray(tokens))
+    mask = None if m is None else np.asarray(m, dtype=bool)[..., None, None, :]  # (..., 1, 1, L)
+    maps = []
+    for blk in p["blocks"]:
+        q = np.stack([h @ blk["w_q"][i] + blk["b_q"][i] for i in range(len(blk["w_q"]))], -3)
+        k = np.stack([h @ blk["w_k"][i] + blk["b_k"][i] for i in range(len(blk["w_q"]))], -3)
+        maps.append(attention_weights(q, k, mask))  # (..., h, L, L)
+        h = transformer_block(h, blk, config.block, mask)  # (..., L, d): the next block's input
+    return np.stack(maps, axis=-4)
 
 
 def _mlm_head(h: np.ndarray, p: Mapping[str, Any], c: BertConfig) -> np.ndarray:

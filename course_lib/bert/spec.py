@@ -62,6 +62,7 @@ SPECS: list[Spec] = [
     ),
     Spec(topic="bert", name="bert_encoder", inputs=model_inputs(), tolerance=_TOL),
     Spec(topic="bert", name="mlm_logits", inputs=model_inputs(), tolerance=_TOL),
+    Spec(topic="bert", name="attention_maps", inputs=model_inputs(), tolerance=_TOL),
     Spec(topic="bert", name="masked_lm_loss", inputs=loss_inputs(), tolerance=_TOL),
 ]
 

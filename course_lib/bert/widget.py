@@ -5,6 +5,9 @@
 * :func:`top_predictions`: a sentence with ``[MASK]`` in it, and the model's best guesses for
   each ``[MASK]``; :func:`mask_filler` wires a text box to it with
   :func:`course_lib.interact.live_html`.
+* :func:`head_maps`: the attention weights of every head of one layer for a typed sentence, and
+  :func:`render_heads`, those maps as HTML heat tables; :func:`attention_viewer` wires a text box
+  and a layer dropdown to them.
 """
 
 from __future__ import annotations
@@ -18,7 +21,10 @@ from course_lib.bert.data import MASK, pack
 from course_lib.checks import check_choice, check_int
 from course_lib.interact import live_html
 
-__all__ = ["mask_filler", "render_predictions", "top_predictions", "visibility"]
+__all__ = [
+    "attention_viewer", "head_maps", "mask_filler", "render_heads", "render_predictions",
+    "top_predictions", "visibility",
+]  # fmt: skip
 
 
 def visibility(L: int, kind: str = "bidirectional", n_pad: int = 0) -> np.ndarray:
@@ -78,3 +84,60 @@ def mask_filler(model, tok, text: str = "To be, or not to[MASK], that is the que
     box = w.Text(value=text, description="text", layout=w.Layout(width="95%"))
     out = live_html([box], lambda: render_predictions(top_predictions(model, tok, box.value)))
     return w.VBox([box, out])
+
+
+def head_maps(model, tok, text: str, layer: int) -> tuple[list[str], np.ndarray]:
+    """The pieces of ``[CLS] text [SEP]`` and every head's attention in block ``layer``: (h, L, L).
+
+    Row q of head i holds the weights with which token q reads every token of the sentence.
+    """
+    if not isinstance(text, str):
+        raise TypeError(f"text must be a str, got {type(text).__name__}")
+    check_int(layer, "layer", low=0, high=model.config.n_layers - 1)
+    ids, _ = pack(tok.encode(text), max_len=model.config.max_len)
+    with torch.no_grad():
+        a = model.attention_maps(torch.tensor([ids]))[0, layer]  # (h, L, L)
+    return [tok.decode([i]) for i in ids], a.double().numpy()
+
+
+def _cell(w: float) -> str:
+    shade = round(255 * (1 - w))  # white (0) to dark blue (1)
+    ink = "#fff" if w > 0.5 else "#000"
+    return (f'<td title="{w:.3f}" style="background:rgb({shade},{shade},255);color:{ink};'
+            f'width:1.4em;height:1.4em;padding:0"></td>')  # fmt: skip
+
+
+def render_heads(pieces: list[str], maps: np.ndarray) -> str:
+    """One heat table per head (rows: queries, columns: keys), side by side; darker = more weight."""
+    maps = np.asarray(maps, dtype=float)
+    L = len(pieces)
+    if maps.ndim != 3 or maps.shape[1:] != (L, L):
+        raise ValueError(f"maps must have shape (h, {L}, {L}) for {L} pieces, got {maps.shape}")
+    names = [html.escape(p.strip() or repr(p)) for p in pieces]
+    head_row = "<tr><th></th>" + "".join(
+        f'<th style="writing-mode:vertical-rl;font-weight:normal">{n}</th>' for n in names
+    ) + "</tr>"  # fmt: skip
+    tables = []
+    for i, a in enumerate(maps):
+        rows = "".join(
+            f'<tr><th style="text-align:right;font-weight:normal">{names[q]}</th>'
+            + "".join(_cell(float(w)) for w in a[q]) + "</tr>"
+            for q in range(L)
+        )  # fmt: skip
+        tables.append(
+            f'<table class="bert-head" style="border-collapse:collapse;margin:4px">'
+            f"<caption>head {i}</caption>{head_row}{rows}</table>"
+        )
+    return '<div style="display:flex;flex-wrap:wrap">' + "".join(tables) + "</div>"
+
+
+def attention_viewer(model, tok, text: str = "Friends, Romans, countrymen, lend me your ears"):
+    """Type a sentence, pick a layer: see every head's attention map in that layer."""
+    import ipywidgets as w
+
+    box = w.Text(value=text, description="text", layout=w.Layout(width="95%"))
+    layer = w.Dropdown(options=list(range(model.config.n_layers)), value=0, description="layer")
+    out = live_html(
+        [box, layer], lambda: render_heads(*head_maps(model, tok, box.value, layer.value))
+    )
+    return w.VBox([w.HBox([box, layer]), out])
