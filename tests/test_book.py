@@ -74,7 +74,11 @@ def browser_pages() -> list[str]:
 
 
 def page_id(page: str) -> str:
-    return Path(page).name
+    """A unique, readable id: the chapter's name, or the page's path below book/ with dashes
+    (book/lecturers/08_gpt -> lecturers-08_gpt, beside the chapter 08_gpt)."""
+    if page.startswith("notebooks/"):
+        return Path(page).name
+    return page.removeprefix("book/").replace("/", "-")
 
 
 def notebook(page: str) -> dict:
@@ -339,14 +343,20 @@ def check_page(visit: PageVisit, page: str, shot: str) -> None:
             assert not shown, f"{page}: solution code visible before a click: {shown}"
         if has_widget_state(page):
             views = pg.locator('script[type="application/vnd.jupyter.widget-view+json"]').count()
-            pg.wait_for_selector(".cell_output .widget-subarea .jupyter-widgets", timeout=30_000)
+            # attached, not visible: a finished progress bar (tqdm, leave=False) hides itself
+            pg.wait_for_selector(
+                ".cell_output .widget-subarea .jupyter-widgets", state="attached", timeout=30_000
+            )
             pg.wait_for_function(
                 f"() => document.querySelectorAll('.widget-subarea').length >= {views}",
                 timeout=30_000,
             )
-            widget = pg.locator(".cell_output .widget-subarea .jupyter-widgets").first
+            shown = pg.locator(".cell_output .widget-subarea > .jupyter-widgets")
+            visible = [i for i in range(shown.count()) if shown.nth(i).is_visible()]
+            assert visible, f"{page}: no widget is visible"
+            widget = shown.nth(visible[-1])  # the last: an interactive one, not a progress bar
             widget.scroll_into_view_if_needed()
-            assert widget.is_visible(), f"{page}: the first widget is not visible"
+            assert widget.is_visible(), f"{page}: the widget is not visible once scrolled to"
             assert pg.locator(".widget-error").count() == 0, f"{page}: a widget failed to render"
         pg.wait_for_load_state("networkidle", timeout=30_000)
     finally:

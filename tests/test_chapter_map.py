@@ -47,3 +47,10 @@ def test_ready_means_notebook_and_website_page():
             assert (status != "planned") == exists, f"{where} row {number} ({name})"
         assert (name in toc) == exists, f"book/_toc.yml and notebooks/{name}.ipynb disagree"
     assert toc <= NOTEBOOKS, f"the toc lists missing notebooks: {sorted(toc - NOTEBOOKS)}"
+
+
+def test_every_chapter_has_a_lecturers_page_in_the_toc():
+    toc = yaml.safe_load((ROOT / "book" / "_toc.yml").read_text())
+    part = next(p for p in toc["parts"] if p["caption"] == "For lecturers")
+    pages = [s["file"] for ch in part["chapters"] for s in ch.get("sections", [])]
+    assert pages == [f"book/lecturers/{n}" for n in sorted(NOTEBOOKS)]

@@ -63,7 +63,8 @@ def test_scaffolded_chapter_passes_the_tests(tmp_path):
         f"notebooks/{stem}.ipynb",
     ):
         assert (repo / rel).is_file(), rel
-    assert f"notebooks/{stem}" in (repo / "book" / "_toc.yml").read_text()
+    toc = (repo / "book" / "_toc.yml").read_text()
+    assert f"notebooks/{stem}" in toc and f"book/lecturers/{stem}" in toc
     assert table_rows((repo / "README.md").read_text())[number][-1] == "draft"
     again = subprocess.run(
         [sys.executable, "-m", "tools.new_chapter", stem, "--package", package, "--no-execute"],

@@ -102,8 +102,28 @@ PACKAGES = (
     ),
 )
 
+# reveal.js 4 for the chapters' slide decks (tools/slides.py; nbconvert's reveal template is
+# written for reveal.js 4). The white theme loads its fonts from dist/theme/fonts/.
+PACKAGES += (
+    Package(
+        "reveal.js",
+        "4.6.1",
+        "sha512-1CW0auaXNPmwmvQ7TwpszwVxMi2Xr5cTS3J3EBC/HHgbPF32Dn7aiu/LKWDOGjMbaDwKQiGmfqcoGQ74HUHCMw==",
+        "reveal.js",
+        (
+            "LICENSE",
+            "dist/reveal.js",
+            "dist/reveal.css",
+            "dist/theme/white.css",
+            "dist/theme/fonts/**/*",
+            "plugin/notes/notes.js",
+        ),
+    ),
+)
+
 # The files the pages reference (book/_config.yml); the build fails if one is missing.
 ENTRY_POINTS = (
+    "reveal.js/dist/reveal.js",
     "mathjax/es5/tex-mml-chtml.js",
     "requirejs/require.js",
     "widgets-config.js",
@@ -313,6 +333,10 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.clean:
         shutil.rmtree(BOOK / "_build", ignore_errors=True)
+    from tools import lecturers, slides
+
+    slides.main(["--out", str(VENDOR.parent / "slides")])  # served as slides/<chapter>.slides.html
+    lecturers.write_pages()  # book/lecturers/*.md and book/status.md, from the notebooks
     cmd = jupyter_book_command(args.strict, extra)
     print("== jupyter-book " + " ".join(cmd[1:]), flush=True)
     start = time.perf_counter()

@@ -1,0 +1,473 @@
+"""JupyterLab as learners and lecturers use it, in a real browser (headless Chromium).
+
+    pytest tests/test_lab.py -m browser          # every chapter (slow: each one runs)
+    pytest tests/test_lab.py -k 07_bpe           # one chapter
+
+``jupyter lab`` (tools/lab.py) serves a temporary copy of the notebooks on 127.0.0.1, on a random
+free port, with a token and settings of its own; the committed notebooks are never opened. For
+each chapter the test opens the notebook and checks that the MyST markup renders (citations,
+exercise directives: jupyterlab-myst); then it opens the chapter up to its last widget (a copy
+cut after that cell), restarts the kernel, runs every cell, and asserts: no error output, every
+widget rendered, one control per widget moved and its output changed, no console error, no
+request outside 127.0.0.1. The cells after the last widget (exercises, the testing appendix) are
+not run here: nbval runs every cell of every chapter and compares their outputs; this test
+checks what only a browser can see. Screenshots go to ``tests/artifacts/lab-<chapter>.png``
+(rendering) and ``lab-<chapter>-widgets.png`` (after the run).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import time
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import nbformat
+import pytest
+
+from tools.lab import TEST_SETTINGS, LabServer
+
+ROOT = Path(__file__).resolve().parent.parent
+NOTEBOOKS = ROOT / "notebooks"
+ARTIFACTS = Path(__file__).resolve().parent / "artifacts"
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
+LOCAL_HOSTS = {"127.0.0.1"}
+RUN_TIMEOUT_S = 600  # a chapter's budget is 60 s on 2 cores; Lab and the browser share them
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.lab]
+
+
+def chapters() -> list[str]:
+    return [p.stem for p in sorted(NOTEBOOKS.glob("[0-9][0-9]_*.ipynb"))]
+
+
+def is_progress_bar(nb: dict, model_id: str) -> bool:
+    """Whether a displayed widget is a progress bar (tqdm's HBox around a FloatProgress): it
+    has no control to move, and a live run may draw it as text instead."""
+    state = nb["metadata"].get("widgets", {}).get(WIDGET_STATE, {}).get("state", {})
+    model = state.get(model_id, {})
+    children = [c.removeprefix("IPY_MODEL_") for c in model.get("state", {}).get("children", [])]
+    return model.get("model_name") == "HBoxModel" and any(
+        state.get(c, {}).get("model_name") == "FloatProgressModel" for c in children
+    )
+
+
+def widget_cells(nb: dict) -> list[int]:
+    """Indices of the cells that display an interactive widget (progress bars excluded)."""
+    return [
+        i
+        for i, c in enumerate(nb["cells"])
+        if c["cell_type"] == "code"
+        and any(
+            WIDGET_VIEW in o.get("data", {})
+            and not is_progress_bar(nb, o["data"][WIDGET_VIEW]["model_id"])
+            for o in c.get("outputs", [])
+        )
+    ]
+
+
+def widget_views(nb: dict) -> int:
+    """How many interactive widgets the chapter displays (outputs with a widget view)."""
+    return sum(
+        WIDGET_VIEW in o.get("data", {})
+        and not is_progress_bar(nb, o["data"][WIDGET_VIEW]["model_id"])
+        for c in nb["cells"]
+        if c["cell_type"] == "code"
+        for o in c.get("outputs", [])
+    )
+
+
+def up_to_last_widget(nb: dict) -> dict | None:
+    """The notebook cut after its last cell that displays a widget (None: it shows none)."""
+    shows = widget_cells(nb)
+    return {**nb, "cells": nb["cells"][: shows[-1] + 1]} if shows else None
+
+
+def myst_counts(nb: dict) -> dict[str, int]:
+    """The MyST markup of the chapter's shown markdown cells: citations and exercises.
+
+    A folded cell (``jupyter.source_hidden``: a solution block) shows a placeholder in Lab.
+    """
+    text = "\n".join(
+        "".join(c["source"])
+        for c in nb["cells"]
+        if c["cell_type"] == "markdown"
+        and not c.get("metadata", {}).get("jupyter", {}).get("source_hidden")
+    )
+    return {
+        "cite": len(re.findall(r"\{cite(?::[a-z]+)?\}`", text)),
+        "exercise": len(re.findall(r"^(`{3,}|:{3,})\{exercise\}", text, re.M)),
+    }
+
+
+# -- the server and the browser ---------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory):
+    """JupyterLab on a random free port, serving a copy of notebooks/ (and book/ for links)."""
+    work = tmp_path_factory.mktemp("lab")
+    root = work / "root"
+    (root / "notebooks").mkdir(parents=True)
+    for path in NOTEBOOKS.glob("[0-9][0-9]_*.ipynb"):
+        shutil.copy(path, root / "notebooks" / path.name)
+        prefix = up_to_last_widget(json.loads(path.read_text(encoding="utf-8")))
+        if prefix is not None:  # beside the chapter, so that its relative paths still work
+            (root / "notebooks" / f"{path.stem}.widgets.ipynb").write_text(
+                json.dumps(prefix), encoding="utf-8"
+            )
+    probe = nbformat.v4.new_notebook()  # for test_the_test_sees_an_error_output
+    probe.cells = [nbformat.v4.new_markdown_cell("# Probe"), nbformat.v4.new_code_cell("1 / 0")]
+    probe.metadata["kernelspec"] = {
+        "name": "python3",
+        "display_name": "Python 3",
+        "language": "python",
+    }
+    nbformat.write(probe, root / "probe_error.ipynb")
+    for path in (ROOT / "book").glob("*.md"):
+        (root / "book").mkdir(exist_ok=True)
+        shutil.copy(path, root / "book" / path.name)
+    ARTIFACTS.mkdir(exist_ok=True)
+    server = LabServer(
+        root, state=work / "state", settings=TEST_SETTINGS, log=ARTIFACTS / "lab-server.log"
+    )
+    with server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def browser():
+    sync_api = pytest.importorskip("playwright.sync_api")
+    from course_lib.doctor import find_chromium
+
+    args = [
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--no-first-run",
+        "--disable-quic",
+    ]
+    with sync_api.sync_playwright() as p:
+        path = find_chromium()
+        launch = {"executable_path": path} if path else {}
+        b = p.chromium.launch(args=args, **launch)
+        yield b
+        b.close()
+
+
+class LabVisit:
+    """One chapter open in JupyterLab, recording console errors and every request."""
+
+    #: Console messages that are not the course's; each pattern needs a reason beside it.
+    IGNORED: tuple[str, ...] = (
+        # JupyterLab's debugger asks a kernel for its state as the notebook opens; the restart
+        # cancels that request (Lab 4.6, whatever the notebook; the debugger is not used here)
+        r"Could not restore the debugger state: Canceled future for debug_request",
+    )
+
+    def __init__(self, browser, lab: LabServer, name: str) -> None:
+        self.context = browser.new_context(viewport={"width": 1280, "height": 900})
+        self.page = self.context.new_page()
+        self.errors: list[str] = []
+        self.requests: list[str] = []
+        self.blocked: list[str] = []
+        self.page.on("console", self._console)
+        self.page.on("pageerror", lambda exc: self.errors.append(f"page error: {exc}"))
+        self.page.on("request", lambda req: self.requests.append(req.url))
+        self.page.route("**/*", self._route)
+        url = lab.url(f"notebooks/{name}.ipynb", reset=True)  # this notebook's tab only
+        self.page.goto(url, wait_until="load", timeout=120_000)
+        self.page.wait_for_selector(".jp-NotebookPanel .jp-Cell", timeout=120_000)
+        self.page.wait_for_selector(
+            ".jp-Notebook-ExecutionIndicator, .jp-KernelStatus", timeout=60_000
+        )
+
+    def _console(self, msg) -> None:
+        if msg.type == "error" and not any(re.search(p, msg.text) for p in self.IGNORED):
+            self.errors.append(f"console error: {msg.text} ({msg.location.get('url')})")
+
+    def _route(self, route) -> None:
+        parts = urlsplit(route.request.url)
+        if parts.scheme in {"data", "blob"} or parts.hostname in LOCAL_HOSTS:
+            route.continue_()
+        else:
+            self.blocked.append(route.request.url)
+            route.abort()
+
+    def remote_requests(self) -> list[str]:
+        return [
+            u
+            for u in self.requests
+            if urlsplit(u).scheme not in {"data", "blob"}
+            and urlsplit(u).hostname not in LOCAL_HOSTS
+        ]
+
+    def restart_and_run_all(self) -> None:
+        """Restart the kernel and run every cell, as a person would: the notebook toolbar's
+        button, or the Kernel menu where a toolbar has no such button."""
+        pg = self.page
+        button = pg.locator(
+            '.jp-NotebookPanel:not(.lm-mod-hidden) [data-command="notebook:restart-run-all"]'
+        )
+        if button.count():
+            button.first.click()
+        else:
+            pg.locator(".lm-MenuBar-itemLabel", has_text="Kernel").click()
+            pg.locator(".lm-Menu-itemLabel", has_text="Restart Kernel and Run All Cells").click()
+        accept = pg.locator(".jp-Dialog .jp-mod-accept")  # only if the dialog is not skipped
+        try:
+            accept.wait_for(state="visible", timeout=3_000)
+            accept.click()
+        except Exception:  # the settings skip the restart dialog: nothing to accept
+            pass
+
+    def close(self) -> None:
+        self.context.close()
+
+
+# -- what is checked on the page ---------------------------------------------------------------
+
+RENDERED_MARKDOWN = ".jp-MarkdownCell:not(.jp-mod-collapsed) .jp-Cell-inputWrapper"
+
+JS_RAW_MYST = """() => [...document.querySelectorAll('.jp-MarkdownCell .myst')]
+    .map(e => e.innerText).filter(t => /\\{(cite|exercise|solution)[^}]*\\}/.test(t))
+    .map(t => t.slice(0, 120))"""
+
+# jupyterlab-myst draws a citation as <cite> when it can resolve it (DOIs only) and otherwise as
+# the key marked "Citation Not Found": it reads no .bib file (executablebooks/jupyterlab-myst#127)
+JS_MYST = """() => ({
+    myst: document.querySelectorAll('.jp-MarkdownCell .myst').length,
+    cite: document.querySelectorAll(
+        '.jp-MarkdownCell .myst cite, .jp-MarkdownCell .myst [title="Citation Not Found"]').length,
+    exercise: document.querySelectorAll('.jp-MarkdownCell .myst aside.myst-exercise').length,
+})"""
+
+# the prompts of the code cells whose input is shown (folded solutions show a placeholder)
+JS_RUN_STATE = """() => {
+    const prompts = [...document.querySelectorAll('.jp-CodeCell .jp-InputArea-prompt')]
+        .map(e => e.textContent.trim());
+    const numbers = prompts.map(t => (t.match(/\\[(\\d+)\\]/) || [])[1]).filter(Boolean).map(Number);
+    return {n: prompts.length, busy: prompts.filter(t => t.includes('*')).length,
+            done: numbers.length, first: numbers[0] || 0, last: Math.max(0, ...numbers)};
+}"""
+
+JS_KERNEL_IDLE = """() => [...document.querySelectorAll('.jp-StatusBar-Widget, .jp-StatusBar-Item')]
+    .some(e => /\\|\\s*Idle\\b/.test(e.textContent))"""
+
+# JupyterLab draws an error output as stderr text (mime type application/vnd.jupyter.stderr,
+# like warnings and progress bars): an error is a stderr output holding a traceback
+JS_ERRORS = """() => [...document.querySelectorAll(
+    '.jp-OutputArea-output[data-mime-type="application/vnd.jupyter.stderr"], .jp-OutputArea-output[data-mime-type="application/vnd.jupyter.error"]')]
+    .map(e => e.innerText).filter(t => /Traceback|^\\w*(Error|Exception)\\b/m.test(t))
+    .map(t => t.slice(0, 400))"""
+
+
+def visible_code(nb: dict) -> tuple[int, int]:
+    """(code cells whose input is shown, 1-based execution number of the last of them)."""
+    code = [c for c in nb["cells"] if c["cell_type"] == "code"]
+    shown = [
+        i + 1
+        for i, c in enumerate(code)
+        if not c.get("metadata", {}).get("jupyter", {}).get("source_hidden")
+    ]
+    return len(shown), shown[-1]
+
+
+def wait_for_run(visit: LabVisit, nb: dict, since: float) -> None:
+    """Wait until every code cell has run after a kernel restart (prompts numbered 1..n)."""
+    n_shown, last = visible_code(nb)
+    pg = visit.page
+    deadline = since + RUN_TIMEOUT_S
+    state = {}
+    while time.monotonic() < deadline:
+        state = pg.evaluate(JS_RUN_STATE)
+        done = state["done"] == n_shown and state["first"] == 1 and state["last"] == last
+        if state["busy"] == 0 and done:
+            return
+        time.sleep(1)
+    pytest.fail(f"the cells did not all run within {RUN_TIMEOUT_S} s: {state}")
+
+
+def widget_roots(pg):
+    """The widgets displayed by the cells: the outermost ``.jupyter-widgets`` of each output."""
+    pg.evaluate(
+        """() => document.querySelectorAll('.jp-OutputArea-output .jupyter-widgets').forEach(e => {
+            if (!e.parentElement.closest('.jupyter-widgets') && !e.querySelector('.widget-progress'))
+                e.setAttribute('data-course-widget', '');
+        })"""
+    )
+    return pg.locator("[data-course-widget]")
+
+
+def output_of(root) -> str:
+    """What a widget shows besides its controls: its HTML outputs and images."""
+    return root.evaluate(JS_OUTPUT)
+
+
+def move_one_control(root, attempt: int = 0) -> str:
+    """Change the first control of a widget as a person would; return what was done.
+
+    ``attempt`` 0 moves a slider to its maximum (End key), 1 to its minimum (Home): a small
+    step may leave the output as it was (200 or 202 BPE merges can cut a sentence alike).
+    """
+    slider = root.locator(".widget-slider .noUi-handle, .widget-slider input[type=range]").first
+    if slider.count():
+        key = "End" if attempt == 0 else "Home"
+        slider.focus()
+        slider.press(key)
+        return f"slider {key}"
+    select = root.locator("select").first
+    if select.count():
+        options = select.locator("option").all_inner_texts()
+        current = select.evaluate("s => s.options[s.selectedIndex].text")
+        other = [o for o in options if o != current][attempt % max(1, len(options) - 1)]
+        select.select_option(label=other)
+        return f"dropdown -> {other!r}"
+    toggles = root.locator(".widget-toggle-buttons button:not(.mod-active)").first
+    if toggles.count():
+        toggles.click()
+        return "toggle button"
+    box = root.locator(".widget-checkbox input").first
+    if box.count():
+        box.click()
+        return "checkbox"
+    text = root.locator(".widget-text input, textarea").first
+    if text.count():
+        text.fill(text.input_value() + " x" * (attempt + 1))
+        text.press("Enter")
+        return "text edited"
+    raise AssertionError("a widget with no control this test knows how to move")
+
+
+JS_OUTPUT = """r => [...r.querySelectorAll('.widget-html-content, .widget-output, img')]
+    .map(e => e.tagName === 'IMG' ? e.src.slice(0, 200) : e.innerHTML).join('\\n')"""
+
+
+def output_changes(pg, root, before: str, timeout_ms: int) -> bool:
+    try:
+        pg.wait_for_function(
+            f"([r, b]) => ({JS_OUTPUT})(r) !== b",
+            arg=[root.element_handle(), before],
+            timeout=timeout_ms,
+        )
+    except Exception:  # playwright's TimeoutError
+        return False
+    return True
+
+
+@pytest.mark.parametrize("chapter", chapters())
+def test_chapter_in_jupyterlab(lab: LabServer, browser, chapter: str) -> None:
+    # what the server serves: a copy taken when it started (never the committed file)
+    nb = json.loads((lab.root / "notebooks" / f"{chapter}.ipynb").read_text(encoding="utf-8"))
+    assert lab.root.resolve() != ROOT.resolve()
+    expected = myst_counts(nb)
+    visit = LabVisit(browser, lab, chapter)
+    pg = visit.page
+    try:
+        # MyST renders (jupyterlab-myst): no directive or role left as raw text
+        n_md = sum(  # an empty markdown cell stays an (empty) editor in Lab: not counted
+            c["cell_type"] == "markdown"
+            and "".join(c["source"]).strip() != ""
+            and not c.get("metadata", {}).get("jupyter", {}).get("source_hidden")
+            for c in nb["cells"]
+        )
+        pg.wait_for_function(
+            f"() => document.querySelectorAll('.jp-MarkdownCell .myst').length >= {n_md}",
+            timeout=120_000,
+        )
+        raw = pg.evaluate(JS_RAW_MYST)
+        assert not raw, f"{chapter}: MyST markup shown raw in JupyterLab: {raw[:3]}"
+        myst = pg.evaluate(JS_MYST)
+        assert myst["exercise"] == expected["exercise"], (
+            f"{chapter}: {expected['exercise']} exercise directives, {myst['exercise']} rendered"
+        )
+        if expected["cite"]:
+            assert myst["cite"] >= expected["cite"], f"{chapter}: citations not rendered ({myst})"
+        pg.wait_for_function(JS_KERNEL_IDLE, timeout=120_000)
+    finally:
+        pg.screenshot(path=str(ARTIFACTS / f"lab-{chapter}.png"))
+        visit.close()
+        lab.shutdown_kernels()
+    check_visit(visit, chapter)
+
+    prefix = lab.root / "notebooks" / f"{chapter}.widgets.ipynb"
+    assert prefix.is_file(), f"{chapter} displays no widget"
+    run_widgets(lab, browser, chapter, json.loads(prefix.read_text(encoding="utf-8")))
+
+
+def check_visit(visit: LabVisit, name: str) -> None:
+    assert not visit.errors, f"{name}: errors in the browser console:\n" + "\n".join(visit.errors)
+    assert not visit.blocked, f"{name}: requests to other hosts (blocked): {visit.blocked}"
+    assert not visit.remote_requests(), f"{name}: requests left 127.0.0.1"
+
+
+def run_widgets(lab: LabServer, browser, chapter: str, nb: dict) -> None:
+    """Restart the kernel of the chapter's widget copy, run every cell, move every widget."""
+    n_widgets = widget_views(nb)
+    visit = LabVisit(browser, lab, f"{chapter}.widgets")
+    pg = visit.page
+    try:
+        # restart the kernel and run every cell, once the kernel that opened with the notebook
+        # is idle (restarting a kernel whose websocket is still connecting breaks the connection
+        # in jupyter_server 2.21: "struct.error" in deserialize_binary_message, then no reply)
+        pg.wait_for_function(JS_KERNEL_IDLE, timeout=120_000)
+        pg.wait_for_timeout(1_000)
+        start = time.monotonic()
+        visit.restart_and_run_all()
+        time.sleep(2)
+        wait_for_run(visit, nb, start)
+        errors = pg.evaluate(JS_ERRORS)
+        assert not errors, f"{chapter}: error output in JupyterLab:\n" + "\n---\n".join(errors)
+
+        # every widget rendered, and one control of each moves its output
+        pg.wait_for_function(
+            f"() => document.querySelectorAll('.jp-OutputArea-output .jupyter-widgets').length > 0"
+            f" && document.querySelectorAll('.jp-OutputArea-output .widget-html-content, "
+            f".jp-OutputArea-output .widget-output').length >= {n_widgets}",
+            timeout=60_000,
+        )
+        roots = widget_roots(pg)
+        assert roots.count() == n_widgets, f"{chapter}: {n_widgets} widgets, {roots.count()} shown"
+        failed = pg.locator(".jp-OutputArea-output", has_text="Error displaying widget")
+        assert failed.count() == 0, f"{chapter}: a widget failed to render"
+        for i in range(n_widgets):
+            root = roots.nth(i)
+            root.scroll_into_view_if_needed()
+            before = output_of(root)
+            assert before, f"{chapter}: widget {i} shows nothing"
+            actions = [move_one_control(root, 0)]
+            changed = output_changes(pg, root, before, 20_000)
+            if not changed:
+                actions.append(move_one_control(root, 1))
+                changed = output_changes(pg, root, before, 20_000)
+            assert changed, f"{chapter}: widget {i}: output unchanged after {actions}"
+        roots.first.scroll_into_view_if_needed()
+        pg.wait_for_timeout(500)
+    finally:
+        pg.screenshot(path=str(ARTIFACTS / f"lab-{chapter}-widgets.png"))
+        visit.close()
+        lab.shutdown_kernels()  # one chapter's kernel at a time
+    check_visit(visit, chapter)
+
+
+def test_the_test_sees_an_error_output(lab: LabServer, browser) -> None:
+    """The error check above is not vacuous: a cell raising ZeroDivisionError is caught."""
+    visit = LabVisit.__new__(LabVisit)
+    visit.context = browser.new_context(viewport={"width": 1280, "height": 900})
+    visit.page = visit.context.new_page()
+    try:
+        visit.page.goto(lab.url("probe_error.ipynb", reset=True), timeout=120_000)
+        visit.page.wait_for_selector(".jp-NotebookPanel .jp-Cell", timeout=120_000)
+        visit.page.wait_for_function(JS_KERNEL_IDLE, timeout=120_000)
+        visit.restart_and_run_all()
+        visit.page.wait_for_function(f"() => ({JS_ERRORS})().length > 0", timeout=120_000)
+        assert "ZeroDivisionError" in "".join(visit.page.evaluate(JS_ERRORS))
+    finally:
+        visit.context.close()
+        lab.shutdown_kernels()
