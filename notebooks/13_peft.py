@@ -36,7 +36,7 @@
 #   merged for free while the others cannot.
 #
 # **Assumes**: chapter 5 (the decoder-only model), chapter 12 (NF4 quantisation), matrix rank.
-# **Core path**: about 55 minutes; the optional section (13.10) adds about 3 minutes, the
+# **Core path**: about 55 minutes; the optional sections add about 3 minutes (13.10), the
 # exercises about 45.
 #
 # The chapter follows sections 11 and 13 of Strabel's notes {cite}`strabel2023transformers`
