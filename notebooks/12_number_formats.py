@@ -196,7 +196,7 @@ assert 0.0 == -0.0 and not nan == nan
 #
 # Every number in the table below is **computed** from the three numbers that define a format
 # (exponent width, fraction width, and whether the all-ones exponent is reserved): the largest
-# finite value $2^{e_\max}(2 - 2^{-M})$ (one step less for E4M3FN), the smallest normal
+# finite value $2^{e_{\max}}(2 - 2^{-M})$ (one step less for E4M3FN), the smallest normal
 # $2^{1-\text{bias}}$, the smallest subnormal $2^{1-\text{bias}-M}$, the machine epsilon $2^{-M}$
 # (the gap between 1 and the next number) and the decimal digits $(M+1)\log_{10} 2$.
 
