@@ -451,14 +451,14 @@ assert torch.isclose(acc.fine_tune_loss(right, labels, lm_logits, batch, lengths
 # 4,000 pieces from even years train, 1,000 from odd years test (no address in both), each
 # cut to its first 64 characters. It starts from our Shakespeare model or from the same
 # architecture freshly initialised, with $\lambda = 0$ and $\lambda = 0.5$, for 200 steps of 32
-# pieces. The script's results ship in `data/gpt/finetune_sotu.json`:
+# pieces. The script's results ship in `data/gpt/finetune_results.json`:
 
 # %%
 import json  # noqa: E402
 
 from course_lib.paths import data_path  # noqa: E402
 
-ft = json.loads(data_path("gpt", "finetune_sotu.json").read_text())
+ft = json.loads(data_path("gpt", "finetune_results.json").read_text())
 for r in ft["results"]:
     print(f"{r['start']:12} lambda = {r['lambda']}: test accuracy {r['accuracy']:.3f}, "
           f"LM loss on the test pieces {r['lm_loss']:.2f}")  # fmt: skip
