@@ -2,8 +2,9 @@
 
 Same names, signatures and equations (read the reference for the maths), batched over leading
 dimensions, on any device, in the parameters' dtype, differentiable. The blocks are chapter 5's
-:func:`course_lib.block.accelerated.block_forward`; the cores :func:`encode` and :func:`mlm_head`
-take checked inputs and are what :class:`course_lib.bert.model.Bert` runs on every step.
+:func:`course_lib.block.accelerated.block_forward`; the cores :func:`encode`, :func:`mlm_head` and
+:func:`mlm_loss` (the head at the labelled positions only) take checked inputs and are what
+:class:`course_lib.bert.model.Bert` runs on every step.
 """
 
 from __future__ import annotations
@@ -108,6 +109,20 @@ def mlm_head(h: torch.Tensor, p: Mapping[str, Any], c: BertConfig) -> torch.Tens
     z = F.gelu(F.linear(h, p["mlm_w"].t(), p["mlm_b"]))  # (..., L, d)
     z = F.layer_norm(z, (c.d_model,), p["mlm_norm_gain"], p["mlm_norm_bias"], c.block.eps)
     return F.linear(z, p["tok_emb"], p["mlm_out_bias"])  # (..., L, V)
+
+
+def mlm_loss(h: torch.Tensor, y: torch.Tensor, p: Mapping[str, Any], c: BertConfig) -> torch.Tensor:
+    """``masked_lm_loss(mlm_head(h), y)`` on checked labels y (..., L), the head run only where y is set.
+
+    The head acts on each position alone and the loss reads only the positions whose label is not
+    ``IGNORE``, so the others (about 85% under BERT's masking) need neither the transform nor the
+    (d, V) product: gather the labelled rows of h first (as Google's original BERT code does,
+    ``gather_indexes`` in ``run_pretraining.py``). The loss and every gradient are the same; only
+    the rounding of the sums over positions differs.
+    """
+    keep = y != IGNORE  # (..., L)
+    logits = mlm_head(h[keep], p, c)  # (N, V): N labelled positions
+    return F.cross_entropy(logits, y[keep].long())
 
 
 def bert_embeddings(tokens: Any, segments: Any, params: Any, config: BertConfig) -> torch.Tensor:

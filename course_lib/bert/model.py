@@ -22,7 +22,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from course_lib.bert.accelerated import _inputs, encode, maps, mlm_head
+from course_lib.bert.accelerated import _inputs, encode, maps, mlm_head, mlm_loss
 from course_lib.bert.config import BertConfig, init_parameters
 from course_lib.bert.inputs import IGNORE, check_labels
 from course_lib.checks import check_int, check_real
@@ -80,6 +80,23 @@ class Bert(nn.Module):
     def mlm(self, tokens, segments=None, attention_mask=None) -> torch.Tensor:
         """Masked-LM logits (B, L, V)."""
         return mlm_head(self(tokens, segments, attention_mask), self.parameter_dict(), self.config)
+
+    def mlm_loss(self, tokens, labels, segments=None, attention_mask=None) -> torch.Tensor:
+        """The masked-LM loss: ``masked_lm_loss(self.mlm(tokens, ...), labels)``, computed faster.
+
+        ``labels`` (B, L) hold the original token at the chosen positions and ``IGNORE`` elsewhere
+        (:func:`course_lib.bert.masking.mask_tokens`). The head runs only at the labelled
+        positions (:func:`course_lib.bert.accelerated.mlm_loss`): the same value and gradients as
+        the full logits, without the (B, L, V) logits that the loss would mostly skip.
+        """
+        p = self.parameter_dict()
+        t, s, m = _inputs(tokens, segments, attention_mask, p, self.config)
+        if not isinstance(labels, torch.Tensor):
+            labels = torch.as_tensor(labels, device=t.device)
+        y = check_labels(labels, (*t.shape, self.config.vocab_size))
+        if y.device != t.device:
+            raise ValueError(f"labels are on {y.device} but the tokens are on {t.device}")
+        return mlm_loss(encode(t, s, m, p, self.config, self._drop()), y, p, self.config)
 
     def attention_maps(self, tokens, segments=None, attention_mask=None) -> torch.Tensor:
         """Every head's attention weights in every block (B, R, h, L, L) (no dropout)."""
