@@ -3,15 +3,17 @@
 1. **KV cache.** The baseline-shaped model (4 layers, width 128, context 64) generates 64 new
    characters greedily, with the cache and without it (the same tokens); best of 3.
 2. **Race.** On the first 1.1 MB of the course's Shakespeare text (character level, 90/10
-   split), ``baseline`` trains its 2000 steps; its final validation loss (measured on the whole
-   validation split every 100 steps) is the target, and the seconds at which it first reached
-   it are its time. ``fast`` then trains until it reaches the same loss. Training seconds only
-   (evaluation excluded); target: ``fast`` at least 1.5x sooner. (nanoGPT's tiny Shakespeare
-   reaches about 1.89; our cut of the course's text, 77 characters, is a slightly different
-   text, so the target is measured, not fixed.)
+   split), the recipes of :data:`course_lib.gpt.race.ABLATION` (``baseline``, then ``fast``'s
+   changes added one group at a time, ending at ``fast``) train *in turns* of 100 steps in one
+   process (:func:`course_lib.gpt.race.race`), so every recipe sees the same machine load.
+   ``baseline`` trains its 2000 steps and its final validation loss (on the whole validation
+   split) is the target; every other recipe's time is its training seconds (evaluations
+   excluded) at the first evaluation at or below the target. Target: ``fast`` at least 1.5x
+   sooner than ``baseline``. (nanoGPT's tiny Shakespeare reaches about 1.89; our cut of the
+   course's text, 77 characters, is a slightly different text, so the target is measured.)
 
 ``--quick`` shrinks both to a smoke test: a 1-layer model of width 32, 8 new tokens, and a race
-of 6 steps on 20 KB with no target.
+of 9 steps on 20 KB.
 """
 
 from __future__ import annotations
@@ -42,7 +44,8 @@ def _row(task: str, variant: str, seconds: float, value: float, unit: str, note:
 
 
 def run(quick: bool = False) -> list[dict]:
-    from course_lib.gpt.train import train
+    from course_lib.gpt.pretrained import history
+    from course_lib.gpt.race import ablation_recipes, race
 
     rows = []
     tiny = {"n_layers": 1, "d_model": 32, "batch_size": 4}
@@ -58,31 +61,29 @@ def run(quick: bool = False) -> list[dict]:
             _row("generate", "KV cache" if use_cache else "no cache", best, new / best, "tokens/s")
         )
     text = shakespeare_file().read_text(encoding="utf-8")
+    recipes = ablation_recipes()
+    kw = {"provisional_target": history()[-1]["val_loss"]}
     if quick:
         text = text[:20_000]
-    target = None
-    for name in ("baseline", "fast"):
-        recipe = dataclasses.replace(RECIPES[name], **tiny) if quick else RECIPES[name]
-        if quick:
-            kw = {"max_steps": 6, "eval_interval": 3}
-        elif name == "baseline":
-            kw = {"max_steps": recipe.decay_steps, "eval_interval": 100}
-        else:
-            kw = {"until_val_loss": target, "max_steps": 4000, "eval_interval": 100}
-        res = train(text, "char", recipe, seed=0, progress=False, **kw)
-        hist = res["history"]
-        if name == "baseline":
-            target = hist[-1]["val_loss"]
-        first = next((r for r in hist if r["val_loss"] <= target), hist[-1])
+        recipes = [dataclasses.replace(r, **tiny, decay_steps=6, warmup_steps=2) for r in recipes]
+        kw = {"provisional_target": 10.0, "chunk": 3, "max_steps": 9}
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # one thread measures the code, not the scheduler of a shared CPU
+    try:
+        result = race(text, recipes, **kw)
+    finally:
+        torch.set_num_threads(threads)
+    for r in result["rows"]:
         rows.append(
             _row(
                 "train to val loss",
-                name,
-                first["seconds"],
-                first["val_loss"],
+                r["recipe"],
+                r["seconds_to_target"] if r["seconds_to_target"] is not None else float("nan"),
+                r["final_val_loss"],
                 "val loss",
-                f"step {first['step']} of {res['steps']}, target {target}",
-            )  # fmt: skip
+                f"step {r['reached_at_step']}, {r['seconds_per_step']} s/step, "
+                f"target {result['target']}",
+            )
         )
     torch.set_grad_enabled(True)
     return rows
@@ -94,7 +95,7 @@ def summary(rows: list[dict]) -> str:
     race = (
         by[("train to val loss", "baseline")]["seconds"]
         / by[("train to val loss", "fast")]["seconds"]
-    )
+    )  # nan if fast did not reach the target
     return (
         f"KV cache: {cache:.2f}x the tokens/s of uncached generation.\n"
         f"Race: fast reached the target {race:.2f}x sooner than baseline (target {RATIO_TARGET}x; "

