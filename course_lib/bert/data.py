@@ -3,7 +3,8 @@
 BERT's input is ``[CLS] sentence A [SEP]`` or ``[CLS] A [SEP] B [SEP]``, with segment id 0 on
 ``[CLS]``, A and its ``[SEP]`` and 1 on B and its ``[SEP]``; a batch is padded with ``[PAD]`` and
 carries an attention mask (True for real tokens). The tokenizer is chapter 7's
-(:mod:`course_lib.bpe`), trained here on a prefix of the Shakespeare corpus; BERT used WordPiece,
+(:mod:`course_lib.bpe`), trained here on the two pre-training texts, 150,000 characters of
+Shakespeare and 150,000 of *Moby-Dick* (:mod:`course_lib.bert.datasets`); BERT used WordPiece,
 which differs in how it scores merges, not in how the model uses the ids.
 
 >>> tok = tokenizer()
@@ -25,24 +26,31 @@ from course_lib.bpe.train import count_words, train_bpe_words
 from course_lib.checks import check_int
 
 __all__ = [
-    "CLS", "MASK", "PAD", "SEP", "SPECIALS", "pack", "pad_batch", "pretraining_chunks",
-    "token_offsets", "tokenizer",
+    "CLS", "MASK", "PAD", "SEP", "SPECIALS", "pack", "pad_batch", "pretraining_chunks", "text_rows",
+    "token_offsets", "tokenizer", "tokenizer_text",
 ]  # fmt: skip
 
 SPECIALS = ["[PAD]", "[CLS]", "[SEP]", "[MASK]"]
 #: Their ids: chapter 7's trainer puts the special tokens right after the 256 bytes.
 PAD, CLS, SEP, MASK = 256, 257, 258, 259
-#: Characters of Shakespeare the tokenizer learns its merges from, and the vocabulary size.
+#: Characters the tokenizer learns its merges from (half Shakespeare, half Moby-Dick), and the
+#: vocabulary size.
 TOKENIZER_TEXT, VOCAB_SIZE = 300_000, 1024
+
+
+def tokenizer_text() -> list[str]:
+    """The tokenizer's training text: the first 150,000 characters of each pre-training text."""
+    from course_lib.bert.datasets import moby_dick
+
+    half = TOKENIZER_TEXT // 2
+    return [sample(half), moby_dick()[:half]]
 
 
 @functools.cache
 def tokenizer(vocab_size: int = VOCAB_SIZE) -> Tokenizer:
-    """Chapter 7's BPE trained on the first 300 000 characters of Shakespeare, with BERT's specials."""
+    """Chapter 7's BPE trained on :func:`tokenizer_text`, with BERT's specials after the bytes."""
     check_int(vocab_size, "vocab_size", low=len(SPECIALS) + 256 + 1)
-    merges = train_bpe_words(
-        count_words([sample(TOKENIZER_TEXT)]), vocab_size - 256 - len(SPECIALS)
-    )
+    merges = train_bpe_words(count_words(tokenizer_text()), vocab_size - 256 - len(SPECIALS))
     vocab = {i: bytes([i]) for i in range(256)}
     for s in SPECIALS:
         vocab[len(vocab)] = s.encode()
@@ -125,13 +133,39 @@ def token_offsets(tok: Tokenizer, ids: Sequence[int]) -> list[tuple[int, int]]:
     return out
 
 
-def pretraining_chunks(n_chars: int, length: int, tok: Tokenizer | None = None) -> np.ndarray:
-    """Shakespeare's first ``n_chars`` characters as rows ``[CLS] ... [SEP]`` of ``length`` ids (N, length)."""
+def pretraining_chunks(
+    n_chars: int, length: int, tok: Tokenizer | None = None, moby_dick_chars: int = 0
+) -> np.ndarray:
+    """Rows ``[CLS] ... [SEP]`` of ``length`` ids (N, length) from the pre-training texts.
+
+    The rows of Shakespeare's first ``n_chars`` characters come first, then those of the first
+    ``moby_dick_chars`` characters of *Moby-Dick* (none by default); training draws rows at
+    random from all of them, so the two texts are mixed in proportion to their sizes.
+    """
+    check_int(n_chars, "n_chars", low=0)
+    check_int(moby_dick_chars, "moby_dick_chars", low=0)
+    tok = tok or tokenizer()
+    parts = [text_rows(sample(n_chars), length, tok)] if n_chars else []
+    if moby_dick_chars:
+        from course_lib.bert.datasets import moby_dick
+
+        parts.append(text_rows(moby_dick()[:moby_dick_chars], length, tok))
+    if not parts:
+        raise ValueError("n_chars and moby_dick_chars are both 0: ask for some text")
+    return np.concatenate(parts)
+
+
+def text_rows(text: str, length: int, tok: Tokenizer | None = None) -> np.ndarray:
+    """``text``'s tokens cut into rows ``[CLS] ... [SEP]`` of ``length`` ids (N, length); the rest is dropped.
+
+    >>> text_rows("To be, or not to be", 5, tokenizer()).shape
+    (2, 5)
+    """
     check_int(length, "length", low=3)
     tok = tok or tokenizer()
-    ids = np.array(tok.encode(sample(n_chars)), dtype=np.int64)
+    ids = np.array(tok.encode(text), dtype=np.int64)
     body = length - 2
     n = len(ids) // body
-    rows = ids[: n * body].reshape(n, body)
+    middle = ids[: n * body].reshape(n, body)
     cls, sep = np.full((n, 1), CLS), np.full((n, 1), SEP)
-    return np.concatenate([cls, rows, sep], axis=1)
+    return np.concatenate([cls, middle, sep], axis=1)

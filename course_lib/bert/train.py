@@ -33,8 +33,13 @@ def fit(
     lr: float = 1e-3,
     seed: int = 0,
     progress: bool = False,
+    callback: Callable[[int], None] | None = None,
 ) -> list[float]:
-    """AdamW on ``step_loss(batch_indices)`` for ``steps`` steps; returns the losses."""
+    """AdamW on ``step_loss(batch_indices)`` for ``steps`` steps; returns the losses.
+
+    ``callback(step)``, if given, runs after each step (``step`` counts from 1), e.g. to
+    evaluate; it must leave the model in training mode.
+    """
     check_int(steps, "steps", low=1)
     check_int(batch_size, "batch_size", low=1)
     check_int(n_examples, "n_examples", low=1)
@@ -49,7 +54,7 @@ def fit(
 
         it = tqdm(it, desc="training")
     model.train()
-    for _ in it:
+    for step in it:
         idx = rng.choice(n_examples, size=min(batch_size, n_examples), replace=False)
         loss = step_loss(idx)
         opt.zero_grad()
@@ -58,6 +63,8 @@ def fit(
         opt.step()
         sched.step()
         losses.append(loss.item())
+        if callback is not None:
+            callback(step + 1)
     model.eval()
     return losses
 
