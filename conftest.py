@@ -1,6 +1,7 @@
 """Repository-wide pytest configuration: what is collected, and how."""
 
 import matplotlib
+import pytest
 from hypothesis import settings
 
 matplotlib.use("Agg")
@@ -29,8 +30,30 @@ PORTABILITY_NOTEBOOKS = {
 
 
 def pytest_collection_modifyitems(config, items):
-    import pytest
-
     for item in items:
         if item.path.name in PORTABILITY_NOTEBOOKS:
             item.add_marker(pytest.mark.portability)
+
+
+@pytest.fixture(scope="module")
+def browser():
+    """A headless Chromium (the system's, or Playwright's), shared by a test module's visits."""
+    sync_api = pytest.importorskip("playwright.sync_api")
+    from course_lib.doctor import find_chromium
+
+    args = [
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--no-first-run",
+        "--disable-quic",
+    ]
+    with sync_api.sync_playwright() as p:
+        path = find_chromium()
+        launch = {"executable_path": path} if path else {}
+        b = p.chromium.launch(args=args, **launch)
+        yield b
+        b.close()

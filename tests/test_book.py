@@ -235,29 +235,6 @@ def server(site: Path):
     httpd.server_close()
 
 
-@pytest.fixture(scope="module")
-def browser():
-    sync_api = pytest.importorskip("playwright.sync_api")
-    from course_lib.doctor import find_chromium
-
-    args = [
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        "--no-first-run",
-        "--disable-quic",
-    ]
-    with sync_api.sync_playwright() as p:
-        path = find_chromium()
-        launch = {"executable_path": path} if path else {}
-        b = p.chromium.launch(args=args, **launch)
-        yield b
-        b.close()
-
-
 class PageVisit:
     """Open one URL in a fresh context, recording errors and every request it makes."""
 

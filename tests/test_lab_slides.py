@@ -108,20 +108,6 @@ def decks(tmp_path_factory):
     httpd.server_close()
 
 
-@pytest.fixture(scope="module")
-def browser():
-    sync_api = pytest.importorskip("playwright.sync_api")
-    from course_lib.doctor import find_chromium
-
-    args = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"]
-    args += ["--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic"]
-    with sync_api.sync_playwright() as p:
-        path = find_chromium()
-        b = p.chromium.launch(args=args, **({"executable_path": path} if path else {}))
-        yield b
-        b.close()
-
-
 @pytest.mark.browser
 @pytest.mark.parametrize("chapter", chapters())
 def test_deck_in_browser(browser, decks, chapter: str) -> None:
