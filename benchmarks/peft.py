@@ -5,7 +5,9 @@ Targets (issue 19), float32 on the CPU:
 * one LoRA training step (forward, backward, Adam) of :class:`course_lib.peft.model.AdaptedGPT`
   takes at most 1.1 times as long as ``peft``'s LoRA on Hugging Face's GPT-2 holding the same
   weights (rank 8 on ``c_attn``, ``c_proj`` and ``c_fc``; GPT-2 uses eager attention, ours
-  PyTorch's fused ``scaled_dot_product_attention``);
+  PyTorch's fused ``scaled_dot_product_attention``). The model is the chapter's: chapter 8's
+  pre-trained GPT (4 layers, width 128), a batch of 32 sequences of its full context, 64
+  characters (the quick run uses a random 2-layer, 64-wide model);
 * QLoRA's frozen weights (NF4 with double quantisation) take at most 4.2 bits per parameter,
   measured from the storage of the tensors.
 
@@ -26,6 +28,7 @@ from course_lib.models.decoder import DecoderOnlyModel
 from course_lib.peft.hf import to_hf_gpt2
 from course_lib.peft.model import AdaptedGPT
 from course_lib.peft.qlora import NF4Weight
+from course_lib.peft.task import load_base
 
 TITLE = "Chapter 13: a LoRA training step, ours against peft, and QLoRA's bits per weight"
 TARGET_TIME = 1.1
@@ -53,12 +56,14 @@ def run(quick: bool = False) -> list[dict]:
     from peft import LoraConfig, TaskType, get_peft_model
 
     logging.getLogger("peft").setLevel(logging.ERROR)
-    d, layers, B, L = (64, 2, 4, 32) if quick else (256, 4, 16, 128)
     rounds = 2 if quick else 7
-    cfg = DecoderConfig(
-        1000, L, layers, BlockConfig(d, 4, 4 * d, norm_position="pre", activation="gelu_tanh")
-    )
-    base = DecoderOnlyModel(cfg, generator=torch.Generator().manual_seed(0))
+    if quick:
+        block = BlockConfig(64, 4, 256, norm_position="pre", activation="gelu_tanh")
+        base = DecoderOnlyModel(DecoderConfig(77, 32, 2, block), generator=torch.Generator().manual_seed(0))  # fmt: skip
+        B = 4
+    else:
+        base, B = load_base()[0], 32  # chapter 8's pre-trained GPT
+    cfg, L = base.config, base.config.context_length
     tokens = torch.randint(0, cfg.vocab_size, (B, L), generator=torch.Generator().manual_seed(1))
     ours = AdaptedGPT(base, targets=("w_qkv", "w_o", "w_1", "w_2"), rank=8, alpha=16.0).train()
     with warnings.catch_warnings():

@@ -22,7 +22,8 @@
 # of some matrices (LoRA), the same over a 4-bit frozen model (QLoRA), a few trainable input
 # embeddings (prompt tuning) or trainable keys and values in every layer (prefix tuning). This
 # chapter builds all four on chapter 5's decoder, checks each against the `peft` library on the
-# same weights, and races them on a task where the pre-trained model is wrong.
+# same weights, and races them on chapter 8's pre-trained Shakespeare GPT, teaching it a task it
+# gets wrong: writing a word backwards.
 #
 # **After this chapter you can**
 #
@@ -35,7 +36,8 @@
 # - say what prompt tuning and prefix tuning each let the model see, and why one adapter can be
 #   merged for free while the others cannot.
 #
-# **Assumes**: chapter 5 (the decoder-only model), chapter 12 (NF4 quantisation), matrix rank.
+# **Assumes**: chapter 5 (the decoder-only model), chapter 8 (the pre-trained character-level
+# GPT), chapter 12 (NF4 quantisation), matrix rank.
 # **Core path**: about 55 minutes; the optional sections add about 3 minutes (13.10), the
 # exercises about 45.
 #
@@ -64,10 +66,11 @@ from course_lib.peft.layer import LoRALinear
 from course_lib.peft.model import AdaptedGPT
 from course_lib.peft.task import (
     accuracy,
-    base_config,
-    copy_examples,
+    example_text,
     fine_tune,
-    pretrain,
+    greedy_answers,
+    load_base,
+    random_words,
     reverse_examples,
 )
 from course_lib.plotting import new_axes, use_style
@@ -208,12 +211,33 @@ print(f"{n_lora:,} trainable parameters, {100 * n_lora / n_gpt2:.2f}% of the mod
 assert n_lora == 12 * 8 * (2304 + 768)
 
 # %% [markdown]
-# A quarter of a percent. The chapter's model is a small GPT-2-style decoder from chapter 5
-# (pre-LN, GELU, learned positions, LayerNorm with biases, tied embeddings) that fits this page.
+# A quarter of a percent. The chapter's model is **chapter 8's pre-trained GPT**: the
+# character-level model trained on Shakespeare that ships with the course (4 layers, 4 heads,
+# width 128, context 64, learned positions, LayerNorm with biases, exact GELU, tied embeddings:
+# GPT-2's design at a size that fits this page). A learned-position GPT stores its weights under
+# chapter 5's names, so they load unchanged into chapter 5's `DecoderOnlyModel`, which computes
+# the same logits; `load_base` does exactly that:
+
+# %%
+from course_lib.gpt.pretrained import load_pretrained
+
+base, tok = load_base()  # chapter 5's DecoderOnlyModel holding chapter 8's weights
+gpt, _ = load_pretrained()
+cfg = base.config  # chapter 5's DecoderConfig of chapter 8's GPTConfig
+x_text = torch.tensor([tok.encode("To be, or not to be: that is the question;")])  # (1, 42)
+with torch.no_grad():
+    torch.testing.assert_close(base(x_text), gpt(x_text), atol=1e-5, rtol=1e-5)
+print(f"{sum(p.numel() for p in base.parameters()):,} parameters, vocabulary of {tok.vocab_size}")
+print(
+    f"{cfg.n_layers} layers, width {cfg.d_model}, context {cfg.context_length}, {cfg.block.activation}"
+)
+
+# %% [markdown]
 # `AdaptedGPT` copies a pre-trained model's weights, freezes them, and adds adapters to the
 # matrices named in `targets` (`w_qkv`, `w_q`, `w_k`, `w_v`, `w_o`, `w_1`, `w_2`). The same
-# weights go into Hugging Face's `GPT2LMHeadModel` (built from a config, nothing downloaded),
-# and `peft` adds its LoRA there. Both train the same number of parameters and compute the same
+# weights go into Hugging Face's `GPT2LMHeadModel` (built from a config, nothing downloaded; its
+# activation set to the exact `"gelu"` this model uses, not GPT-2's tanh approximation), and
+# `peft` adds its LoRA there. Both train the same number of parameters and compute the same
 # function, at initialisation and after the same $A$ and $B$ are copied in:
 
 # %%
@@ -222,12 +246,10 @@ from peft import LoraConfig, TaskType, get_peft_model
 from course_lib.models.decoder import DecoderOnlyModel
 from course_lib.peft.hf import copy_adapters_from_peft, to_hf_gpt2
 
-cfg = base_config()  # d_model 64, 4 heads, 2 layers, context 32, vocabulary 12
-untrained = DecoderOnlyModel(cfg, generator=torch.Generator().manual_seed(0))
 ALL = ("w_qkv", "w_o", "w_1", "w_2")  # GPT-2's c_attn, attn.c_proj, mlp.c_fc, mlp.c_proj
-ours = AdaptedGPT(untrained, targets=ALL, rank=4, alpha=8.0)
+ours = AdaptedGPT(base, targets=ALL, rank=4, alpha=8.0)
 theirs = get_peft_model(
-    to_hf_gpt2(untrained),
+    to_hf_gpt2(base),
     LoraConfig(r=4, lora_alpha=8, target_modules=["c_attn", "c_proj", "c_fc"], lora_dropout=0.0,
                task_type=TaskType.CAUSAL_LM),
 )  # fmt: skip
@@ -238,16 +260,18 @@ assert (
     == n_theirs
     == trainable_parameters(cfg, "lora", rank=4, targets=ALL)
 )
-t = reverse_examples(4, seed=0)  # (4, 12) token ids
+t = reverse_examples(4, seed=0)  # (4, 12) token ids of the task of section 13.5
 with torch.no_grad():
-    torch.testing.assert_close(ours(t), untrained(t), atol=1e-5, rtol=1e-5)  # B = 0
+    torch.testing.assert_close(ours(t), base(t), atol=1e-4, rtol=1e-4)  # B = 0
+    g = torch.Generator().manual_seed(0)
     for p in theirs.parameters():
         if p.requires_grad:
-            p.normal_(0, 0.3)  # pretend training happened
+            p.normal_(0, 0.05, generator=g)  # pretend training happened
     copy_adapters_from_peft(theirs, ours)
-    torch.testing.assert_close(ours(t), theirs(t).logits, atol=1e-5, rtol=1e-5)
+    assert (ours(t) - base(t)).abs().max() > 0.1  # the update changes the model
+    torch.testing.assert_close(ours(t), theirs(t).logits, atol=1e-4, rtol=1e-4)
     torch.testing.assert_close(
-        ours.merge()(t), theirs.merge_and_unload()(t).logits, atol=1e-5, rtol=1e-5
+        ours.merge()(t), theirs.merge_and_unload()(t).logits, atol=1e-4, rtol=1e-4
     )
 
 # %% [markdown]
@@ -255,67 +279,103 @@ with torch.no_grad():
 #
 # ## 13.5 A task the pre-trained model gets wrong (core, 8 min)
 #
-# To see fine-tuning work, pre-train the model on one task and fine-tune it on another. The
-# task is generated, so nothing is downloaded: **pre-training** is language modelling on a
-# stream of examples `3 1 4 1 5 = 3 1 4 1 5 ;` (five random digits, `=`, the same digits),
-# packed into windows of 32 tokens; **fine-tuning** asks for the digits reversed,
-# `3 1 4 1 5 = 5 1 4 1 3 ;`. Accuracy counts an example right when all five answer digits are
-# the model's top predictions. Pre-training takes a few seconds:
+# To see fine-tuning work we need a task the model cannot do yet and can learn. It is generated
+# from a seed, so nothing is downloaded: five random lowercase letters, a colon, the same
+# letters **reversed**, a semicolon, `stone:enots;`. Every character is in the Shakespeare
+# vocabulary (it has no `=`, so a colon separates), and the model has read thousands of colons,
+# never this pattern. The loss and the accuracy count the five answer letters only; an example
+# is right when all five are the model's top predictions (exact match). Before fine-tuning:
 
 # %%
-base, losses = pretrain(cfg, steps=400, seed=0)
-acc_copy = accuracy(base, copy_examples(256, seed=5))
-print(f"final pre-training loss {losses[-1]:.2f}; accuracy on copying {acc_copy:.2f}")
-assert acc_copy > 0.95
+from course_lib.peft.task import HELD_OUT_SEED
 
-# %% [markdown]
-# The loss cannot fall much below $\frac{5}{12}\ln 10 \approx 0.96$: five of every twelve tokens
-# are fresh random digits. What matters is that the model copies. On the reversal task it does
-# the wrong thing, confidently:
-
-# %%
-held_out = reverse_examples(256, seed=12345)
+words = random_words(4, seed=3)  # four words from a seed the training batches do not use
+print("the task:            ", [example_text(w) for w in words])
+print("the model continues: ", greedy_answers(base, words))
+held_out = reverse_examples(512, seed=HELD_OUT_SEED)  # (512, 12): the 512 held-out words
 acc_frozen = accuracy(base, held_out)
-print(f"accuracy on reversing, before fine-tuning: {acc_frozen:.2f}")
-assert acc_frozen < 0.05
+print(f"exact-match accuracy before fine-tuning: {acc_frozen:.2f}")
+assert acc_frozen < 0.01
+assert set(greedy_answers(base, words)) == {" the "}
 
 # %% [markdown]
-# Now fine-tune with Adam for 150 steps of 32 examples: every weight (full fine-tuning), and LoRA
-# on all four matrices of each block at ranks 1, 2, 4 and 8 with $\alpha = 2r$, plus the paper's
-# choice of queries and values only. `fine_tune` records the accuracy on 256 held-out examples
-# every 25 steps; `measure_step` times one more step and counts the bytes it holds.
+# The pre-trained model does what its training text suggests: after a colon comes a space and
+# a common word, here ` the `, never the letters reversed. Not one held-out word comes out right.
+#
+# Now fine-tune, live: LoRA of rank 8 on all four matrices of every block, $\alpha = 2r$, Adam
+# with learning rate $3 \cdot 10^{-3}$, batches of 32 fresh words, accuracy on the 512 held-out
+# words every 100 steps. 500 steps take about half a minute:
+
+# %% tags=["nbval-ignore-output"]
+live = AdaptedGPT(base, targets=ALL, rank=8, alpha=16.0)
+live_curve = fine_tune(live, steps=500, lr=3e-3, eval_every=100, eval_examples=512, progress=True)
 
 # %%
-from course_lib.peft.task import measure_step
-
-runs = {}
-
-
-def run(name, lr=3e-3, **kw):
-    model = AdaptedGPT(base, **kw)
-    curve = fine_tune(model, steps=150, lr=lr)
-    runs[name] = {"model": model, "curve": curve, **measure_step(model)}
-    return curve.accuracy[-1]
-
-
-print("full fine-tuning:", round(run("full", train_base=True), 2))
-for r in (1, 2, 4, 8):
-    print(f"LoRA r={r}:", round(run(f"lora r={r}", targets=ALL, rank=r, alpha=2.0 * r), 2))
-print(
-    "LoRA r=4 on w_q, w_v:",
-    round(run("lora q,v r=4", targets=("w_q", "w_v"), rank=4, alpha=8.0), 2),
-)
+print(f"LoRA r=8, {live.trainable_parameters():,} trained parameters")
+print(f"exact-match accuracy after {live_curve.steps[-1]} steps: {live_curve.accuracy[-1]:.2f}")
+print("the model now writes:", greedy_answers(live, words))
+assert live_curve.accuracy[-1] > 0.9
+assert greedy_answers(live, words) == [w[::-1] for w in words]
 
 # %% [markdown]
-# Full fine-tuning and LoRA from rank 2 up learn to reverse within 150 steps; rank 1 is too
-# small a budget for this many steps. Adapting only the queries and values, the paper's choice,
-# does nearly as well with a quarter of the parameters of the same rank on all four matrices.
+# A training run is too slow for this page for every method and rank, so a script runs them all
+# on the same batches, for 1000 steps each, and ships what it measured in
+# `data/peft/comparison.json`, together with the command that made it:
 
 # %%
-assert runs["full"]["curve"].accuracy[-1] > 0.9
-assert runs["lora r=4"]["curve"].accuracy[-1] > 0.9 and runs["lora r=8"]["curve"].accuracy[-1] > 0.9
-assert runs["lora r=1"]["curve"].accuracy[-1] < runs["lora r=4"]["curve"].accuracy[-1]
-assert runs["lora q,v r=4"]["curve"].accuracy[-1] > 0.5
+from course_lib.peft.compare import by_name, load_comparison
+
+comparison = load_comparison()
+runs = by_name(comparison)
+print(comparison["command"])
+print(f"{len(runs)} runs, {comparison['settings']['steps']} steps each, {comparison['runtime_s'] / 60:.0f} minutes (wall clock) on one CPU thread")  # fmt: skip
+shipped = runs["lora r=8"]["curve"]
+assert shipped["steps"][: len(live_curve.steps)] == live_curve.steps
+assert abs(shipped["accuracy"][len(live_curve.steps) - 1] - live_curve.accuracy[-1]) < 0.05
+
+# %% [markdown]
+# The script's LoRA r=8 run is the live run continued (same seeds, same batches; its accuracy
+# at step 500 is the live run's). Here are full fine-tuning and LoRA at ranks 1 to 8, all on the
+# same batches:
+
+# %%
+RANKS = [1, 2, 4, 8]
+fig, ax = new_axes("Fine-tuning to reverse words", "step", "held-out exact-match accuracy")
+for name in ["full", *(f"lora r={r}" for r in RANKS), "lora q,v r=4"]:
+    c = runs[name]["curve"]
+    ax.plot(
+        c["steps"], c["accuracy"], marker="o", ms=3, label=name, ls="--" if "q,v" in name else "-"
+    )
+ax.legend(fontsize=8)
+fig.tight_layout()
+plt.show()
+
+
+def first_step(name, level=0.9):
+    """The first evaluation step at which a run's accuracy reached ``level`` (None: never)."""
+    c = runs[name]["curve"]
+    return next((s for s, a in zip(c["steps"], c["accuracy"], strict=True) if a >= level), None)
+
+
+for name in ["full", *(f"lora r={r}" for r in RANKS), "lora q,v r=4"]:
+    print(f"{name:<13} {runs[name]['trainable']:>8,} trained, accuracy {runs[name]['accuracy']:.2f}, first at 0.9 at step {first_step(name) or 'never'}")  # fmt: skip
+
+# %% [markdown]
+# Full fine-tuning learns the task first (by step 200), and LoRA from rank 2 up learns it too,
+# the sooner the higher the rank: the accuracy stays at 0 for hundreds of steps, then jumps
+# within a hundred steps or two, as a model does when it finds a new circuit (here: attend from
+# the $i$-th answer position to the $i$-th letter from the end). Rank 1 (8,192 trained numbers,
+# 1% of the model) has not found it after 1000 steps. Adapting only the queries and values, the
+# paper's choice, trains the same 8,192 numbers at rank 4 and gets most of the way (0.88): *where*
+# the parameters go matters as much as how many.
+
+# %%
+acc = {name: res["accuracy"] for name, res in runs.items()}
+assert acc["full"] > 0.9 and min(acc[f"lora r={r}"] for r in (2, 4, 8)) > 0.9
+assert first_step("full") < first_step("lora r=8") < first_step("lora r=4") < first_step("lora r=2")
+assert acc["lora r=1"] < 0.05 and first_step("lora r=1") is None
+assert runs["lora q,v r=4"]["trainable"] == runs["lora r=1"]["trainable"]
+assert 0.8 < acc["lora q,v r=4"] < 0.9
 
 # %% [markdown]
 # ## 13.6 QLoRA: LoRA over a 4-bit frozen model (core, 8 min)
@@ -347,28 +407,18 @@ assert q.bits_per_parameter() == bits_per_parameter(W.numel()) < 4.2
 # %% [markdown]
 # Quantisation changes the model a little (a tenth of each weight's size, in RMS), and LoRA then
 # learns around the quantised weights. `AdaptedGPT(..., nf4=True)` holds the four matrices of
-# every block this way and runs them in bfloat16; embeddings, norms and biases stay in float32:
-
-# %%
-print("QLoRA r=4:", round(run("qlora r=4", targets=ALL, rank=4, alpha=8.0, nf4=True), 2))
-assert runs["qlora r=4"]["curve"].accuracy[-1] > 0.9
-qm = runs["qlora r=4"]
-saving = runs["lora r=4"]["frozen"] / qm["frozen"]
-print(f"frozen weights: {qm['frozen']:,} bytes with NF4, {runs['lora r=4']['frozen']:,} in float32 ({saving:.1f} times less)")  # fmt: skip
-assert 5 < saving < 7
-
-# %% [markdown]
-# The reference is QLoRA the way users run it: the same GPT-2 weights loaded in 4 bits by
+# every block this way and runs them in bfloat16; embeddings, norms and biases stay in float32.
+# The reference is QLoRA the way users run it: the same GPT weights loaded in 4 bits by
 # `bitsandbytes` (NF4, double quantisation, bfloat16 compute) with `peft`'s LoRA on top, its
-# adapters copied from ours so that both start from the same point, trained on the same batches.
-# The two models differ only in the second level of the double quantisation (bitsandbytes stores
-# the block scales in an 8-bit dynamic float code, we in absmax int8, chapter 12):
+# adapters copied from ours so that both start from the same point. The two models differ only
+# in the second level of the double quantisation (bitsandbytes stores the block scales in an
+# 8-bit dynamic float code, we in absmax int8, chapter 12):
 
 # %%
 from course_lib.peft.hf import Logits, to_hf_qlora
 
 ref_qlora = to_hf_qlora(base, rank=4, alpha=8.0)
-start = AdaptedGPT(base, targets=ALL, rank=4, alpha=8.0, nf4=True)  # what "qlora r=4" started from
+start = AdaptedGPT(base, targets=ALL, rank=4, alpha=8.0, nf4=True)  # what "qlora r=4" starts from
 for layer, adapters in enumerate(start.adapters):
     for target, hf_name in (("w_qkv", "attn.c_attn"), ("w_o", "attn.c_proj"), ("w_1", "mlp.c_fc"), ("w_2", "mlp.c_proj")):  # fmt: skip
         sub = ref_qlora.get_submodule(f"base_model.model.transformer.h.{layer}.{hf_name}")
@@ -377,31 +427,49 @@ for layer, adapters in enumerate(start.adapters):
             sub.lora_B["default"].weight.copy_(adapters[target].B)
 with torch.no_grad():
     a, b = Logits(ref_qlora)(held_out[:8]), start(held_out[:8])
+    dense = base(held_out[:8, :-1])
 gap = ((a - b).norm() / a.norm()).item()
 print("relative difference of the logits at the start below 2%:", gap < 0.02)
 assert gap < 0.02
-ref_curve = fine_tune(Logits(ref_qlora), steps=150, lr=3e-3)
-print("peft + bitsandbytes QLoRA r=4:", round(ref_curve.accuracy[-1], 2))
-assert ref_curve.accuracy[-1] > 0.9
-
-# %%
-fig, ax = new_axes("QLoRA: ours against peft + bitsandbytes", "step", "held-out accuracy")
-ax.plot(
-    runs["qlora r=4"]["curve"].steps, runs["qlora r=4"]["curve"].accuracy, marker="o", label="ours"
-)
-ax.plot(ref_curve.steps, ref_curve.accuracy, ls="--", marker="x", label="peft + bitsandbytes")
-ax.legend()
-fig.tight_layout()
-plt.show()
+print(f"QLoRA's frozen model is {((b[:, :-1] - dense).norm() / dense.norm()).item():.2f} away from the float32 one (relative)")  # fmt: skip
 
 # %% [markdown]
-# The two learning curves lie on top of each other.
-#
-# In this small model the embeddings are a large share of the weights and stay in float32, so the
-# saving is about sixfold rather than eightfold. **Paged optimisers**, QLoRA's third idea, move
-# the optimiser state between GPU and CPU memory (NVIDIA unified memory) when a long sequence
-# makes memory spike, instead of failing with an out-of-memory error. On a CPU, optimiser state
-# already lives in main memory, so there is nothing to page: they matter on a GPU only.
+# The script trained both for 1000 steps on the same batches (LoRA r=4 on every matrix, as the
+# float32 `lora r=4` run):
+
+# %%
+fig, ax = new_axes("QLoRA r=4: ours against peft + bitsandbytes", "step", "held-out accuracy")
+for name, style in (("lora r=4", ":"), ("qlora r=4", "-"), ("qlora r=4 (peft + bitsandbytes)", "--")):  # fmt: skip
+    c = runs[name]["curve"]
+    ax.plot(c["steps"], c["accuracy"], ls=style, marker="o", ms=3, label=name)
+ax.legend(fontsize=8)
+fig.tight_layout()
+plt.show()
+qm, lm = runs["qlora r=4"], runs["lora r=4"]
+ref_acc = runs["qlora r=4 (peft + bitsandbytes)"]["accuracy"]
+print(f"final accuracy: ours {qm['accuracy']:.2f}, peft + bitsandbytes {ref_acc:.2f}, float32 LoRA {lm['accuracy']:.2f}")  # fmt: skip
+saving = lm["frozen_bytes"] / qm["frozen_bytes"]
+print(f"frozen weights: {qm['frozen_bytes']:,} bytes with NF4, {lm['frozen_bytes']:,} in float32 ({saving:.1f} times less)")  # fmt: skip
+assert 6 < saving < 7
+
+# %% [markdown]
+# QLoRA learns the task as the float32 LoRA of the same rank does, and so does the `peft` +
+# `bitsandbytes` reference; the three curves jump within a hundred steps of each other. They need
+# not lie on top of each other: the frozen models differ by rounding (NF4 against float32, and
+# the second level of the scales between the two QLoRAs), and when a jump comes depends on
+# small differences.
+
+# %%
+assert qm["accuracy"] > 0.9 and ref_acc > 0.9
+assert abs(first_step("qlora r=4") - first_step("qlora r=4 (peft + bitsandbytes)")) <= 100
+
+# %% [markdown]
+# In this model the embeddings and positions are 3% of the weights and stay in float32, so the
+# saving is 6.4-fold rather than eightfold. **Paged optimisers**, QLoRA's third
+# idea, move the optimiser state between GPU and CPU memory (NVIDIA unified memory) when a long
+# sequence makes memory spike, instead of failing with an out-of-memory error. On a CPU,
+# optimiser state already lives in main memory, so there is nothing to page: they matter on a
+# GPU only.
 #
 # ## 13.7 Prompt tuning and prefix tuning (core, 7 min)
 #
@@ -430,7 +498,7 @@ assert prefix_m.trainable_parameters() == cfg.n_layers * 2 * 8 * cfg.d_model
 
 # %% [markdown]
 # With the trainable vectors copied from `peft`'s `PromptTuningConfig` and `PrefixTuningConfig`
-# models (on the same GPT-2 weights), the outputs agree. `peft` keeps the virtual positions in its
+# models (on the same GPT weights), the outputs agree. `peft` keeps the virtual positions in its
 # logits for prompt tuning, so its first 8 positions are dropped before comparing; and, as in
 # `peft`, the real tokens sit at positions $n$ to $n + L - 1$.
 
@@ -448,94 +516,108 @@ for kind, mine in ((PromptTuningConfig, prompt_m), (PrefixTuningConfig, prefix_m
     copy_adapters_from_peft(other, theirs_mine)
     with torch.no_grad():
         logits = other(t).logits[:, -t.shape[1] :]  # (4, 12, V): the real tokens
-        torch.testing.assert_close(theirs_mine(t), logits, atol=1e-5, rtol=1e-5)
+        torch.testing.assert_close(theirs_mine(t), logits, atol=1e-4, rtol=1e-4)
 print("prompt and prefix tuning agree with peft")
 
 # %% [markdown]
-# Now train both on the reversal task (a higher learning rate, as the papers use for these few
-# parameters):
+# The script trained both on the reversal task with 8 virtual tokens each (a higher learning
+# rate, $3 \cdot 10^{-2}$, as the papers use for these few parameters):
 
 # %%
-print("prompt tuning:", round(run("prompt", lr=3e-2, prompt_tokens=8), 2))
-print("prefix tuning:", round(run("prefix", lr=3e-2, prefix_tokens=8), 2))
-assert max(runs["prompt"]["curve"].accuracy[-1], runs["prefix"]["curve"].accuracy[-1]) < 0.5
+for name in ("prompt", "prefix"):
+    c = runs[name]["curve"]
+    print(f"{name} tuning: {runs[name]['trainable']:,} trained, accuracy {runs[name]['accuracy']:.2f}, final loss {c['loss'][-1]:.2f}")  # fmt: skip
+assert max(runs["prompt"]["accuracy"], runs["prefix"]["accuracy"]) < 0.05
+assert min(runs[n]["curve"]["loss"][-1] for n in ("prompt", "prefix")) > 3.0  # ln 26 = 3.26
 
 # %% [markdown]
-# Neither learns to reverse in 150 steps. That is no bug (the outputs agree with `peft`'s): a
-# prompt or a prefix can add information and steer attention, but reversing needs the layers to
-# look up *other* positions than the copying circuit does, which means changing what the
-# weights compute. Lester et al. report that prompt tuning catches up with full fine-tuning
-# only for models of about ten billion parameters; at 100,000 parameters it is far behind. LoRA
-# changes the weights themselves, in a small subspace, and that is enough here.
+# Neither learns to reverse in 1000 steps; their loss on the answer letters stays above 3, near
+# $\ln 26 \approx 3.26$, a uniform guess among the letters. That is no bug (the outputs agree
+# with `peft`'s): a prompt or a prefix can add information and steer attention, but reversing
+# needs the layers to look up positions the pre-trained model never looks up, which means
+# changing what the weights compute. Lester et al. report that prompt tuning catches up with
+# full fine-tuning only for models of about ten billion parameters; at 0.8 million it is far
+# behind. LoRA changes the weights themselves, in a small subspace, and that is enough here.
 #
 # ## 13.8 The comparison (core, 4 min)
 #
-# One table for all methods: trainable parameters, the bytes of frozen weights, trained weights,
-# gradients and Adam state (measured, by counting the storage of every tensor after a step), and
-# the final accuracy. The time per step depends on the machine and its load, so it is printed
-# in a separate cell.
+# One table for all methods, from the script's file: trainable parameters, the bytes of frozen
+# weights and of trained weights + gradients + Adam state (measured, by counting the storage of
+# every tensor after a step), the time of one training step (the best of five rounds in which
+# the methods take turns, one thread of the course's CPU, which other jobs shared: compare the
+# rows, not the absolute times), and the final accuracy.
 
 # %%
-runs["frozen"] = {"model": base, "curve": None, "frozen": 4 * count_parameters(cfg),
-                  "trained": 0, "gradients": 0, "optimiser": 0}  # fmt: skip
-print(f"{'method':<14}{'trainable':>10}{'frozen B':>10}{'train+grad+Adam B':>19}{'accuracy':>10}")
+print(f"{'method':<32}{'trainable':>10}{'frozen B':>11}{'train+grad+Adam B':>19}{'ms/step':>9}{'accuracy':>10}")  # fmt: skip
 for name, res in runs.items():
-    n = (
-        sum(p.numel() for p in res["model"].parameters() if p.requires_grad)
-        if name != "frozen"
-        else 0
-    )
-    acc = res["curve"].accuracy[-1] if res["curve"] else acc_frozen
-    state = res["trained"] + res["gradients"] + res["optimiser"]
-    print(f"{name:<14}{n:>10,}{res['frozen']:>10,}{state:>19,}{acc:>10.2f}")
-    assert state == 16 * n  # 4 + 4 + 8 bytes per trained parameter
-
-# %% tags=["nbval-ignore-output"]
-for name, res in runs.items():
-    if "seconds" in res:
-        print(f"{name:<14} {1000 * res['seconds']:6.1f} ms per step, peak {res['peak step bytes'] / 2**20:5.1f} MiB of temporaries")  # fmt: skip
+    state = res.get("trained_bytes"), res.get("gradient_bytes"), res.get("optimiser_bytes")
+    if state[0] is None:  # the bitsandbytes reference: accuracy only
+        print(f"{name:<32}{res['trainable']:>10,}{'':>11}{'':>19}{'':>9}{res['accuracy']:>10.2f}")
+        continue
+    ms = "" if res["seconds_per_step"] is None else f"{1000 * res['seconds_per_step']:.0f}"
+    print(f"{name:<32}{res['trainable']:>10,}{res['frozen_bytes']:>11,}{sum(state):>19,}{ms:>9}{res['accuracy']:>10.2f}")  # fmt: skip
+    assert sum(state) == 16 * res["trainable"]  # 4 + 4 + 8 bytes per trained parameter
 
 # %% [markdown]
-# On this tiny model the steps cost the same order of magnitude for every method: the forward
-# and backward passes through the activations dominate, and LoRA saves the weights' gradients
-# and optimiser state, not the passes themselves (QLoRA even adds the dequantisation). The savings are in
-# memory, and they grow with the model: for GPT-2 small with $r = 8$ on `c_attn`, trained weights,
-# gradients and Adam state fall from about 2.0 GB to 4.7 MB:
+# Full fine-tuning holds 16 bytes for each of its 811,392 parameters, 13 MB of weights,
+# gradients and Adam state; LoRA r=4 holds 0.5 MB of them beside 3.2 MB of frozen float32
+# weights, which QLoRA stores in 0.5 MB. The time of a step differs far less than the memory:
+# on a model this small the forward and backward passes through the activations cost most, and
+# LoRA saves the weights' gradients and the optimiser's work, not the passes themselves (QLoRA
+# adds the dequantisation).
+
+# %%
+state = {n: 16 * r["trainable"] for n, r in runs.items() if r.get("seconds_per_step")}
+times = {n: r["seconds_per_step"] for n, r in runs.items() if r.get("seconds_per_step")}
+print(f"trained state: full {state['full'] / 1e6:.1f} MB, LoRA r=4 {state['lora r=4'] / 1e6:.1f} MB; frozen: LoRA {runs['lora r=4']['frozen_bytes'] / 1e6:.1f} MB, QLoRA {runs['qlora r=4']['frozen_bytes'] / 1e6:.1f} MB")  # fmt: skip
+print(f"slowest step / fastest step: {max(times.values()) / min(times.values()):.1f}; trained state, full / LoRA r=4: {state['full'] / state['lora r=4']:.0f}")  # fmt: skip
+assert max(times.values()) / min(times.values()) < 2 < 20 < state["full"] / state["lora r=4"]
+
+# %% [markdown]
+# Accuracy against rank, and against the number of trained parameters:
+
+# %%
+fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 3.8))
+ax1.plot(RANKS, [runs[f"lora r={r}"]["accuracy"] for r in RANKS], marker="o", label="LoRA, all four matrices")  # fmt: skip
+ax1.plot([4], [runs["qlora r=4"]["accuracy"]], "s", label="QLoRA")
+ax1.plot([4], [runs["lora q,v r=4"]["accuracy"]], "^", label="LoRA, queries and values")
+ax1.axhline(runs["full"]["accuracy"], color="grey", ls=":", label="full fine-tuning")
+ax1.set(title=f"Accuracy after {comparison['settings']['steps']} steps against rank", xscale="log",
+        xlabel="rank r (log scale)", ylabel="held-out accuracy")  # fmt: skip
+ax1.set_xticks(RANKS, [str(r) for r in RANKS])
+ax1.legend(fontsize=7)
+for name, res in runs.items():
+    if res["trainable"] and "bitsandbytes" not in name:
+        ax2.scatter(res["trainable"], res["accuracy"], s=25)
+        below = name.startswith("qlora") or "q,v" in name  # they share a count with another run
+        ax2.annotate(name, (res["trainable"], res["accuracy"]), fontsize=7,
+                     xytext=(3, -10 if below else 3), textcoords="offset points")  # fmt: skip
+ax2.set(title="Accuracy against trainable parameters", xscale="log",
+        xlabel="trainable parameters (log scale)", ylabel="held-out accuracy")  # fmt: skip
+fig.tight_layout()
+plt.show()
+
+# %% [markdown]
+# Against rank, the accuracy is a threshold: nothing at rank 1, nearly everything from rank 2 on.
+# Against trainable parameters, the count alone does not decide: with 8,192 numbers each, LoRA
+# r=1 and prefix tuning fail while LoRA on queries and values reaches 0.88; with 16,384 (2% of
+# the model), LoRA r=2 is nearly as accurate as full fine-tuning, which trains about 50 times
+# as many.
+
+# %%
+assert round(runs["full"]["trainable"] / runs["lora r=2"]["trainable"]) == 50
+assert runs["prefix"]["trainable"] == runs["lora r=1"]["trainable"] == 8192
+
+# %% [markdown]
+#
+# The savings are in memory, and they grow with the model: for GPT-2 small with $r = 8$ on
+# `c_attn`, trained weights, gradients and Adam state fall from about 2.0 GB to 4.7 MB:
 
 # %%
 small = memory_bytes(gpt2_small, "lora", rank=8, targets=["w_qkv"])
 state_full, state_lora = 16 * n_gpt2, small["trained"] + small["gradients"] + small["optimiser"]
 print(f"full: {state_full / 1e9:.2f} GB; LoRA r=8 on c_attn: {state_lora / 1e6:.2f} MB")
 assert round(state_full / 1e9, 1) == 2.0 and round(state_lora / 1e6, 1) == 4.7
-
-# %%
-ranks = [1, 2, 4, 8]
-fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 3.8))
-for name, res in runs.items():
-    if res["curve"] is not None:
-        ls = (
-            ":" if name in ("prompt", "prefix") else "-"
-        )  # nine runs: more than the palette's colours
-        ax1.plot(res["curve"].steps, res["curve"].accuracy, ls=ls, marker="o", ms=3, label=name)
-ax1.set(title="Accuracy while fine-tuning", xlabel="step", ylabel="held-out accuracy")
-ax1.legend(fontsize=7)
-n_of = {k: sum(p.numel() for p in v["model"].parameters() if p.requires_grad) for k, v in runs.items() if v["curve"]}  # fmt: skip
-for name in n_of:
-    ax2.scatter(n_of[name], runs[name]["curve"].accuracy[-1], s=25)
-    below = name.startswith("qlora")  # same count as "lora r=4": label it underneath
-    ax2.annotate(name, (n_of[name], runs[name]["curve"].accuracy[-1]), fontsize=7,
-                 xytext=(3, -10 if below else 3), textcoords="offset points")  # fmt: skip
-ax2.set(title="Final accuracy against trainable parameters", xscale="log",
-        xlabel="trainable parameters (log scale)", ylabel="accuracy after 150 steps")  # fmt: skip
-fig.tight_layout()
-plt.show()
-
-# %%
-fig, ax = new_axes("LoRA: accuracy after 150 steps against rank", "rank r", "held-out accuracy")
-ax.plot(ranks, [runs[f"lora r={r}"]["curve"].accuracy[-1] for r in ranks], marker="o")
-ax.set_xscale("log", base=2)
-fig.tight_layout()
-plt.show()
 
 # %% [markdown]
 # ## 13.9 What the notes get wrong or leave vague (core, 4 min)
@@ -573,10 +655,12 @@ assert np.linalg.matrix_rank(Bn @ An) == 2 and np.linalg.matrix_rank(np.zeros((5
 #    with standard deviation $1/\sqrt{k}$:
 
 # %%
-fresh_peft = get_peft_model(to_hf_gpt2(untrained), LoraConfig(r=4, lora_alpha=8, target_modules=["c_attn"], task_type=TaskType.CAUSAL_LM))  # fmt: skip
+fresh_peft = get_peft_model(to_hf_gpt2(base), LoraConfig(r=4, lora_alpha=8, target_modules=["c_attn"], task_type=TaskType.CAUSAL_LM))  # fmt: skip
 A_peft = dict(fresh_peft.named_parameters())["base_model.model.transformer.h.0.attn.c_attn.lora_A.default.weight"]  # fmt: skip
 assert A_peft.abs().max() <= 1 / cfg.d_model**0.5  # uniform in +-1/sqrt(k)
-assert ours.adapters[0]["w_qkv"].A.abs().max() > 1 / cfg.d_model**0.5  # Gaussian tails
+assert (
+    AdaptedGPT(base, targets=ALL).adapters[0]["w_qkv"].A.abs().max() > 1 / cfg.d_model**0.5
+)  # Gaussian tails
 
 # %% [markdown]
 # 4. **QLoRA (section 11.2) and prompt tuning (section 13) are empty**: a heading, and "Need to
@@ -591,14 +675,15 @@ assert ours.adapters[0]["w_qkv"].A.abs().max() > 1 / cfg.d_model**0.5  # Gaussia
 # ## 13.10 Explore (optional, 3 min)
 #
 # Choose a method and a rank: the widget shows the trainable parameters and the memory of
-# weights, gradients and Adam state for this chapter's model (the formulas the table above
-# measured), and the accuracy curve measured above for that choice.
+# weights, gradients and Adam state for chapter 8's GPT (the formulas the table above
+# measured), and the accuracy curve the comparison script measured for that choice.
 
 # %%
 from course_lib.peft.widget import method_explorer
 
 method_explorer(
-    cfg, {k: (v["curve"].steps, v["curve"].accuracy) for k, v in runs.items() if v["curve"]}
+    cfg,
+    {k: (v["curve"]["steps"], v["curve"]["accuracy"]) for k, v in runs.items() if v["curve"]},
 )
 
 # %% [markdown]
@@ -828,8 +913,12 @@ assert lost > 0.5
 # counts, outputs after copying $A$ and $B$, gradients of every adapter, outputs after
 # `merge_and_unload`, and unmerging); prompt and prefix tuning against `peft` (counts and outputs);
 # NF4 codes against `bitsandbytes`' `quantize_4bit` and the dequantised values against its
-# `dequantize_4bit`; the measured memory against the formulas; and a short training run (LoRA
-# learns to reverse, the frozen model does not). Bad input is refused with a message:
+# `dequantize_4bit`; the measured memory against the formulas; that chapter 8's GPT loads into
+# chapter 5's model with equal logits; the task's generator (seeded, every character in the
+# vocabulary, the answer the reversed word); the comparison script on a tiny setting and the
+# shipped `data/peft/comparison.json` (every method, the command, accuracies that tell the
+# chapter's story); and a short training run (LoRA learns to reverse, the frozen model does
+# not). Bad input is refused with a message:
 
 # %%
 for bad in (
@@ -838,7 +927,11 @@ for bad in (
     lambda: AdaptedGPT(base, targets=("w_gate",)),
     lambda: AdaptedGPT(base, targets=ALL, rank=2).load_adapters(
         AdaptedGPT(
-            DecoderOnlyModel(base_config(d_model=32)), targets=ALL, rank=2
+            DecoderOnlyModel(
+                DecoderConfig(77, 64, 4, BlockConfig(64, 4, 256, norm_position="pre"))
+            ),
+            targets=ALL,
+            rank=2,
         ).adapter_state_dict()
     ),
 ):
@@ -848,15 +941,15 @@ for bad in (
         print("ValueError:", err)
 
 # %% [markdown]
-# `python -m benchmarks.run peft` times a LoRA training step (rank 8 on every linear layer, a
-# 4-layer, 256-wide model, batch 16 of 128 tokens, float32) against `peft`'s on Hugging Face's
-# GPT-2 holding the same weights (target: at most 1.1 times as long), and measures QLoRA's bits
-# per frozen weight from the storage (target: at most 4.2). On the course's 2-core machine, busy
+# `python -m benchmarks.run peft` times a LoRA training step (rank 8 on every linear layer of
+# chapter 8's GPT, batch 32 of 64 characters, float32) against `peft`'s on Hugging Face's GPT-2
+# holding the same weights (target: at most 1.1 times as long), and measures QLoRA's bits per
+# frozen weight from the storage (target: at most 4.2). On the course's 2-core machine, busy
 # with other jobs at the time (timings vary with the machine and its load), it printed:
 #
 # | measure | value | target |
 # | --- | --- | --- |
-# | LoRA step, ours | 1540 ms | |
-# | LoRA step, `peft` | 1494 ms | |
-# | ratio ours / `peft` | 1.03 | at most 1.1 |
+# | LoRA step, ours | 1030 ms | |
+# | LoRA step, `peft` | 1010 ms | |
+# | ratio ours / `peft` | 1.02 | at most 1.1 |
 # | QLoRA bits per frozen weight (1024 x 4096) | 4.127 | at most 4.2 |

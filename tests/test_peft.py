@@ -1,8 +1,10 @@
-"""Chapter 13 (parameter-efficient fine-tuning): hand-derived values, parity with peft and bitsandbytes, bad input."""
+"""Chapter 13 (parameter-efficient fine-tuning): hand-derived values, parity with peft and bitsandbytes,
+the task on chapter 8's GPT, the comparison script and its shipped results, bad input."""
 
 from __future__ import annotations
 
 import copy
+import json
 import logging
 import warnings
 
@@ -21,12 +23,16 @@ from course_lib.peft.layer import LoRALinear
 from course_lib.peft.model import AdaptedGPT
 from course_lib.peft.qlora import NF4Weight, bits_per_parameter
 from course_lib.peft.task import (
+    LETTERS,
     accuracy,
     answer_loss,
-    base_config,
+    example_text,
     fine_tune,
-    pretrain,
+    greedy_answers,
+    load_base,
+    random_words,
     reverse_examples,
+    tokenizer,
 )
 
 ALL = ("w_qkv", "w_o", "w_1", "w_2")
@@ -271,7 +277,7 @@ def test_qlora_model_is_close_to_the_dense_one_and_trains_only_adapters(base):
 
 
 def test_measured_memory_equals_the_formula():
-    cfg = base_config(d_model=32)
+    cfg = DecoderConfig(77, 24, 2, BlockConfig(32, 4, 128, norm_position="pre"))
     base = DecoderOnlyModel(cfg)
     for method, kw in [
         ("full", {"train_base": True}),
@@ -339,38 +345,147 @@ def test_checkers_accept_solutions_and_name_mistakes():
     assert "size of the full update" in str(check.count_lora(lambda d, k, r, n: n * d * k))
 
 
-# --------------------------------------------------------------------------- training
+# --------------------------------------------------------------------------- chapter 8's GPT
+@pytest.fixture(scope="module")
+def gpt_base() -> DecoderOnlyModel:
+    return load_base()[0]
+
+
+def test_chapter_8_gpt_loads_into_chapter_5_model_and_gpt2(gpt_base):
+    from course_lib.gpt.pretrained import load_pretrained
+
+    gpt, tok = load_pretrained()
+    assert gpt_base.config == gpt.config.decoder
+    assert gpt_base.config.block.activation == "gelu" and gpt_base.config.vocab_size == 77
+    x = torch.tensor([tok.encode("To be, or not to be: stone:enots;")])
+    with torch.no_grad():
+        want = gpt(x)
+        torch.testing.assert_close(gpt_base(x), want, atol=1e-5, rtol=1e-5)
+        torch.testing.assert_close(AdaptedGPT(gpt_base, targets=ALL)(x), want, atol=1e-5, rtol=1e-5)
+        torch.testing.assert_close(to_hf_gpt2(gpt_base)(x).logits, want, atol=1e-5, rtol=1e-5)
+
+
+# --------------------------------------------------------------------------- the task
+def test_task_generator_is_seeded_in_vocabulary_and_reversed():
+    tok = tokenizer()
+    tok.encode(LETTERS + ":;")  # every character of the task is in the vocabulary
+    assert example_text("stone") == "stone:enots;"
+    assert random_words(5, seed=3) == random_words(5, seed=3) != random_words(5, seed=4)
+    t = reverse_examples(64, seed=11)
+    assert t.shape == (64, 12) and t.dtype == torch.long
+    assert torch.equal(t, reverse_examples(64, seed=11))
+    for row, word in zip(t.tolist(), random_words(64, seed=11), strict=True):
+        text = tok.decode(row)
+        assert len(word) == 5 and set(word) <= set(LETTERS)
+        assert text == f"{word}:{word[::-1]};"
+    assert reverse_examples(3, seed=0, n_letters=3).shape == (3, 8)
+    for bad in ("", "Stone", "st one", 5):
+        with pytest.raises(ValueError, match="lowercase letters"):
+            example_text(bad)
+
+
+def test_answer_loss_and_accuracy_count_the_answer_letters_only():
+    t = reverse_examples(8, seed=0)
+    tok = tokenizer()
+
+    class Oracle(torch.nn.Module):
+        """Puts all its mass on the right next answer letter, garbage elsewhere."""
+
+        def forward(self, x):
+            out = torch.zeros(*x.shape, tok.vocab_size)
+            out[..., 0] = 10.0  # wrong everywhere ...
+            nxt = t[: x.shape[0], 1 : x.shape[1] + 1]
+            out[:, 5:10] = 0.0
+            out[:, 5:10].scatter_(-1, nxt[:, 5:10, None], 50.0)  # ... except at the answers
+            return out
+
+    assert accuracy(Oracle(), t) == 1.0
+    assert answer_loss(Oracle(), t).item() < 1e-6
+
+
 @pytest.mark.portability
-def test_short_run_lora_learns_to_reverse_and_frozen_does_not():
+def test_pretrained_gpt_cannot_reverse_and_lora_learns_it(gpt_base):
     threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # a tiny model: two threads on a busy 2-core machine are 10x slower
+    torch.set_num_threads(1)  # a small model: two threads on a busy 2-core machine are slower
     try:
-        _short_run()
+        test = reverse_examples(128, seed=99)
+        assert accuracy(gpt_base, test) < 0.01
+        words = random_words(3, seed=3)
+        assert all(
+            a != w[::-1] for a, w in zip(greedy_answers(gpt_base, words), words, strict=True)
+        )
+        model = AdaptedGPT(gpt_base, targets=ALL, rank=8, alpha=16.0)
+        curve = fine_tune(model, steps=500, lr=3e-3, eval_every=250, eval_examples=128)
+        assert curve.accuracy[0] < 0.01 and curve.accuracy[-1] > 0.9
+        assert greedy_answers(model, words) == [w[::-1] for w in words]
     finally:
         torch.set_num_threads(threads)
 
 
-def _short_run():
-    torch.manual_seed(0)
-    base, losses = pretrain(steps=400)
-    assert losses[-1] < 1.3  # the digits themselves are random: ln(10) * 5/12 ~ 0.96 is the floor
-    test = reverse_examples(128, seed=99)
-    assert accuracy(base, test) < 0.05
-    model = AdaptedGPT(base, targets=ALL, rank=4, alpha=8.0)
-    curve = fine_tune(model, steps=150)
-    assert curve.accuracy[-1] > 0.9
-
-
-def test_qlora_matches_peft_with_bitsandbytes_at_the_start():
+def test_qlora_matches_peft_with_bitsandbytes_at_the_start(gpt_base):
     from course_lib.peft.hf import Logits, to_hf_qlora
 
-    base = DecoderOnlyModel(base_config(), generator=torch.Generator().manual_seed(0))
-    theirs = to_hf_qlora(base, rank=2, alpha=6.0)
-    ours = AdaptedGPT(base, targets=ALL, rank=2, alpha=6.0, nf4=True)
+    theirs = to_hf_qlora(gpt_base, rank=2, alpha=6.0)
+    ours = AdaptedGPT(gpt_base, targets=ALL, rank=2, alpha=6.0, nf4=True)
     n_theirs = sum(p.numel() for p in theirs.parameters() if p.requires_grad)
     assert ours.trainable_parameters() == n_theirs
     copy_adapters_from_peft(theirs, ours)
+    x = reverse_examples(4, seed=0)
     with torch.no_grad():
-        a, b = Logits(theirs)(TOKENS), ours(TOKENS)
+        a, b = Logits(theirs)(x), ours(x)
     # same NF4 codes; the block scales differ in their 8-bit second level only
     assert (a - b).norm() / a.norm() < 0.02
+
+
+# --------------------------------------------------------------------------- the comparison
+def test_compare_script_on_a_tiny_setting(tmp_path):
+    from course_lib.peft.compare import by_name, load_comparison, main
+
+    threads = torch.get_num_threads()
+    out = tmp_path / "cmp.json"
+    argv = [str(out), "--steps", "2", "--eval-every", "1", "--eval-examples", "8",
+            "--ranks", "1", "2", "--repeats", "1"]  # fmt: skip
+    try:
+        assert main(argv) == 0
+    finally:
+        torch.set_num_threads(threads)
+    rec = load_comparison(out)
+    assert rec["command"] == "python -m course_lib.peft.compare " + " ".join(argv)
+    runs = by_name(rec)
+    assert set(runs) == {"frozen", "full", "lora r=1", "lora r=2", "lora q,v r=4", "qlora r=4",
+                         "prompt", "prefix", "qlora r=4 (peft + bitsandbytes)"}  # fmt: skip
+    assert runs["lora r=2"]["curve"]["steps"] == [0, 1, 2]
+    assert runs["lora r=1"]["trainable"] == trainable_parameters(
+        load_base()[0].config, "lora", rank=1, targets=ALL
+    )
+    for name, r in runs.items():
+        if r.get("trained_bytes") is not None:
+            state = r["trained_bytes"] + r["gradient_bytes"] + r["optimiser_bytes"]
+            assert state == 16 * r["trainable"], name
+
+
+def test_shipped_comparison_has_every_method_and_tells_the_story():
+    from course_lib.paths import data_path
+    from course_lib.peft.compare import RANKS, by_name, load_comparison
+
+    rec = load_comparison()
+    assert rec == json.loads(data_path("peft", "comparison.json").read_text())
+    assert rec["command"].startswith("python -m course_lib.peft.compare data/peft/comparison.json")
+    runs = by_name(rec)
+    want = {"frozen", "full", *(f"lora r={r}" for r in RANKS), "lora q,v r=4", "qlora r=4",
+            "qlora r=4 (peft + bitsandbytes)", "prompt", "prefix"}  # fmt: skip
+    assert set(runs) == want
+    cfg = load_base()[0].config
+    for name, r in runs.items():
+        if name.startswith("lora r="):
+            assert r["trainable"] == trainable_parameters(cfg, "lora", rank=r["rank"], targets=ALL)
+        if r.get("trained_bytes") is not None:
+            state = r["trained_bytes"] + r["gradient_bytes"] + r["optimiser_bytes"]
+            assert state == 16 * r["trainable"], name
+        if r["curve"] is not None:
+            assert r["curve"]["steps"][-1] == rec["settings"]["steps"]
+            assert r["curve"]["accuracy"][-1] == r["accuracy"]
+    assert runs["full"]["trainable"] == rec["base_parameters"] == 811_392  # chapter 8's GPT
+    assert runs["frozen"]["accuracy"] < 0.01
+    assert runs["full"]["accuracy"] > 0.9 and runs["lora r=8"]["accuracy"] > 0.9
+    assert 6 < runs["lora r=4"]["frozen_bytes"] / runs["qlora r=4"]["frozen_bytes"] < 7

@@ -1,119 +1,147 @@
-"""The chapter's generated task: pre-train a small GPT to copy digits, fine-tune it to reverse them.
+"""The chapter's task: teach chapter 8's pre-trained Shakespeare GPT to reverse a word.
 
-Everything here is generated from a seed; nothing is downloaded. Tokens are the digits 0-9,
-``=`` (10) and ``;`` (11). An example is ``d1 .. dn = a1 .. an ;``:
+The base model is chapter 8's shipped character-level GPT (:func:`load_base`: 4 layers, 4 heads,
+width 128, context 64, about 0.8 million parameters), loaded into chapter 5's
+:class:`~course_lib.models.decoder.DecoderOnlyModel`, whose parameter names a learned-position
+GPT shares. The task is generated from a seed; nothing is downloaded. An example is a string of
+``N_LETTERS`` random lowercase letters, a colon, the same letters reversed and a semicolon::
 
-* **pre-training** (:func:`copy_stream`): the answer copies the digits; examples are packed end to
-  end into windows of the model's context, so every position is trained (a language model's
-  pre-training on a stream of documents);
-* **fine-tuning** (:func:`reverse_examples`): the answer is the digits reversed, one example per
-  sequence; the loss and the accuracy count only the answer digits.
+    stone:enots;
 
-The pre-trained model copies; the fine-tuning question is how cheaply each method teaches it to
-reverse. :func:`pretrain` and :func:`fine_tune` are the two training loops (Adam, fixed seeds).
+All these characters (``a``-``z``, ``:``, ``;``) are in the Shakespeare vocabulary (the
+tokenizer has no ``=``). The model has read plenty of colons and semicolons but never this
+pattern, and it continues the colon with Shakespeare-like letters: its exact-match accuracy
+before fine-tuning is 0. The loss and the accuracy count the answer letters only (not the word
+before the colon, which is random, nor the closing ``;``); an example counts as right when every
+answer letter is the model's top prediction.
+
+:func:`fine_tune` is the training loop (Adam, fixed seeds, held-out accuracy every few steps);
+:func:`measure_step` times one step and counts the bytes of weights, gradients and Adam state.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import functools
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from course_lib.block.config import BlockConfig, DecoderConfig
 from course_lib.checks import check_int, check_real
 from course_lib.models.decoder import DecoderOnlyModel
 
 __all__ = [
-    "EQUALS",
-    "SEMI",
+    "END",
+    "HELD_OUT_SEED",
+    "LETTERS",
+    "N_LETTERS",
+    "SEP",
     "Curve",
     "accuracy",
     "answer_loss",
-    "base_config",
-    "copy_examples",
-    "copy_stream",
+    "example_text",
     "fine_tune",
+    "greedy_answers",
+    "load_base",
     "measure_step",
-    "pretrain",
+    "random_words",
     "reverse_examples",
+    "tokenizer",
+    "training_step",
 ]
 
-EQUALS, SEMI = 10, 11
-VOCAB = 12
-N_DIGITS = 5
+LETTERS = "abcdefghijklmnopqrstuvwxyz"
+SEP, END = ":", ";"
+N_LETTERS = 5
+#: The seed of the held-out examples :func:`fine_tune` evaluates on (training uses others).
+HELD_OUT_SEED = 2**31 - 1
 
 
-def base_config(d_model: int = 64, n_layers: int = 2, context_length: int = 32) -> DecoderConfig:
-    """The chapter's GPT-2-style model: pre-LN, GELU (tanh), learned positions, tied embeddings."""
-    block = BlockConfig(
-        d_model=d_model, n_heads=4, d_ff=4 * d_model, norm_position="pre", activation="gelu_tanh"
-    )
-    return DecoderConfig(VOCAB, context_length, n_layers, block)
+@functools.cache
+def _pretrained_tokenizer() -> Any:
+    from course_lib.gpt.pretrained import load_pretrained
+
+    return load_pretrained()[1]
 
 
-def _examples(n: int, gen: torch.Generator, reverse: bool, n_digits: int) -> torch.Tensor:
-    digits = torch.randint(0, 10, (n, n_digits), generator=gen)
-    answer = digits.flip(-1) if reverse else digits
-    eq = torch.full((n, 1), EQUALS)
-    semi = torch.full((n, 1), SEMI)
-    return torch.cat([digits, eq, answer, semi], dim=1)  # (n, 2 n_digits + 2)
+def tokenizer() -> Any:
+    """Chapter 8's character tokenizer (77 characters of Shakespeare's text), loaded once."""
+    return _pretrained_tokenizer()
 
 
-def copy_stream(n: int, length: int, seed: int, n_digits: int = N_DIGITS) -> torch.Tensor:
-    """``n`` windows of ``length`` tokens cut at random offsets from a stream of copy examples.
+def load_base() -> tuple[DecoderOnlyModel, Any]:
+    """Chapter 8's shipped pre-trained GPT as a chapter 5 ``DecoderOnlyModel``, and its tokenizer.
 
-    >>> copy_stream(1, 12, seed=0, n_digits=2)
-    tensor([[ 9, 10,  4,  9, 11,  3,  0, 10,  3,  0, 11,  3]])
+    A learned-position GPT's state dict uses chapter 5's parameter names, so it loads into
+    ``DecoderOnlyModel(gpt.config.decoder)`` exactly (every key, every shape); the two compute the
+    same logits (the tests check it to float32 rounding).
     """
-    n, length = check_int(n, "n", low=1), check_int(length, "length", low=1)
-    gen = torch.Generator().manual_seed(seed)
-    per = 2 * n_digits + 2
-    k = length // per + 2
-    stream = _examples(n * k, gen, False, n_digits).view(n, k * per)  # (n, k * per)
-    start = torch.randint(0, per, (n,), generator=gen)
-    idx = start[:, None] + torch.arange(length)  # (n, length)
-    return stream.gather(1, idx)
+    from course_lib.gpt.pretrained import load_pretrained
+
+    gpt, tok = load_pretrained()
+    base = DecoderOnlyModel(gpt.config.decoder, generator=torch.Generator().manual_seed(0))
+    base.load_state_dict(gpt.state_dict(), strict=True)
+    return base.eval(), tok
 
 
-def copy_examples(n: int, seed: int, n_digits: int = N_DIGITS) -> torch.Tensor:
-    """``n`` pre-training examples ``d1 .. dn = d1 .. dn ;``, one per row (n, 2 n_digits + 2).
+def random_words(n: int, seed: int, n_letters: int = N_LETTERS) -> list[str]:
+    """``n`` strings of ``n_letters`` random lowercase letters (uniform, from ``seed``).
 
-    >>> copy_examples(1, seed=0, n_digits=3)
-    tensor([[ 4,  9,  3, 10,  4,  9,  3, 11]])
+    >>> random_words(3, seed=0, n_letters=4)
+    ['qpbq', 'zrdz', 'rrzy']
     """
     n = check_int(n, "n", low=1)
-    return _examples(n, torch.Generator().manual_seed(seed), False, n_digits)
+    n_letters = check_int(n_letters, "n_letters", low=1)
+    idx = torch.randint(0, 26, (n, n_letters), generator=torch.Generator().manual_seed(seed))
+    return ["".join(LETTERS[i] for i in row) for row in idx.tolist()]
 
 
-def reverse_examples(n: int, seed: int, n_digits: int = N_DIGITS) -> torch.Tensor:
-    """``n`` fine-tuning examples ``d1 .. dn = dn .. d1 ;`` (n, 2 n_digits + 2).
+def example_text(word: str) -> str:
+    """The task's text for one word: the word, ``:``, the word reversed, ``;``.
 
-    >>> reverse_examples(1, seed=0, n_digits=3)
-    tensor([[ 4,  9,  3, 10,  3,  9,  4, 11]])
+    >>> example_text("stone")
+    'stone:enots;'
     """
-    n = check_int(n, "n", low=1)
-    return _examples(n, torch.Generator().manual_seed(seed), True, n_digits)
+    if not isinstance(word, str) or not word or any(c not in LETTERS for c in word):
+        raise ValueError(f"word must be a non-empty string of lowercase letters a-z, got {word!r}")
+    return f"{word}{SEP}{word[::-1]}{END}"
+
+
+def reverse_examples(
+    n: int, seed: int, n_letters: int = N_LETTERS, tok: Any = None
+) -> torch.Tensor:
+    """``n`` examples ``w1 .. wn : wn .. w1 ;`` as token ids (n, 2 n_letters + 2).
+
+    ``tok`` is chapter 8's tokenizer by default.
+
+    >>> t = reverse_examples(2, seed=0, n_letters=4)
+    >>> t.shape, tokenizer().decode(t[0].tolist())
+    (torch.Size([2, 10]), 'qpbq:qbpq;')
+    """
+    tok = tok or tokenizer()
+    rows = [tok.encode(example_text(w)) for w in random_words(n, seed, n_letters)]
+    return torch.tensor(rows, dtype=torch.long)
 
 
 def _answer_slice(tokens: torch.Tensor) -> slice:
-    n_digits = (tokens.shape[-1] - 2) // 2
-    return slice(n_digits, 2 * n_digits)  # positions whose next token is an answer digit
+    n_letters = (tokens.shape[-1] - 2) // 2
+    return slice(n_letters, 2 * n_letters)  # positions whose next token is an answer letter
 
 
 def answer_loss(model: nn.Module, tokens: torch.Tensor) -> torch.Tensor:
-    """Mean cross-entropy of the answer digits given everything before them."""
+    """Mean cross-entropy of the answer letters given everything before them."""
     s = _answer_slice(tokens)
-    logits = model(tokens[:, :-1])[:, s]  # (B, n_digits, V)
-    targets = tokens[:, 1:][:, s]  # (B, n_digits)
+    logits = model(tokens[:, :-1])[:, s]  # (B, n_letters, V)
+    targets = tokens[:, 1:][:, s]  # (B, n_letters)
     return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
 
 
 @torch.no_grad()
 def accuracy(model: nn.Module, tokens: torch.Tensor) -> float:
-    """The fraction of examples whose every answer digit is the model's top prediction.
+    """The fraction of examples whose every answer letter is the model's top prediction.
 
     Teacher-forced, which here equals greedy decoding: if every top prediction is right, the
     greedy answer follows the same path.
@@ -121,9 +149,23 @@ def accuracy(model: nn.Module, tokens: torch.Tensor) -> float:
     was_training = model.training
     model.eval()
     s = _answer_slice(tokens)
-    pred = model(tokens[:, :-1])[:, s].argmax(-1)  # (B, n_digits)
+    pred = model(tokens[:, :-1])[:, s].argmax(-1)  # (B, n_letters)
     model.train(was_training)
     return (pred == tokens[:, 1:][:, s]).all(dim=1).float().mean().item()
+
+
+@torch.no_grad()
+def greedy_answers(model: nn.Module, words: Sequence[str], tok: Any = None) -> list[str]:
+    """What ``model`` writes after ``word:``, greedily, one character per answer letter."""
+    tok = tok or tokenizer()
+    was_training = model.training
+    model.eval()
+    x = torch.tensor([tok.encode(w + SEP) for w in words])  # (B, n + 1): equal lengths
+    for _ in range(len(words[0])):
+        nxt = model(x)[:, -1].argmax(-1, keepdim=True)  # (B, 1)
+        x = torch.cat([x, nxt], dim=1)
+    model.train(was_training)
+    return [tok.decode(row[len(words[0]) + 1 :]) for row in x.tolist()]
 
 
 @dataclass
@@ -135,53 +177,38 @@ class Curve:
     accuracy: list[float] = field(default_factory=list)
 
 
-def pretrain(
-    config: DecoderConfig | None = None,
-    steps: int = 400,
-    batch: int = 32,
-    lr: float = 3e-3,
-    seed: int = 0,
-) -> tuple[DecoderOnlyModel, list[float]]:
-    """Pre-train the base model on the copy stream; returns (model, losses)."""
-    config = config or base_config()
-    steps = check_int(steps, "steps", low=1)
-    torch.manual_seed(seed)
-    model = DecoderOnlyModel(config, generator=torch.Generator().manual_seed(seed))
-    opt = torch.optim.Adam(model.parameters(), lr=lr)
-    sched = torch.optim.lr_scheduler.LambdaLR(
-        opt, lambda s: min(1.0, (s + 1) / 20) * (1 - s / steps)
-    )
-    losses = []
-    for step in range(steps):
-        x = copy_stream(batch, config.context_length + 1, seed=10_000 * seed + step)
-        loss = model.loss(x[:, :-1], x[:, 1:])
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
-        sched.step()
-        losses.append(loss.item())
-    return model.eval(), losses
-
-
 def fine_tune(
     model: nn.Module,
-    steps: int = 150,
+    steps: int = 300,
     batch: int = 32,
     lr: float = 3e-3,
     seed: int = 1,
-    eval_every: int = 25,
+    eval_every: int = 50,
     eval_examples: int = 256,
     callback: Callable[[int], None] | None = None,
+    progress: bool = False,
 ) -> Curve:
-    """Adam on the trainable parameters of ``model`` for the reversal task; returns the curve."""
+    """Adam on the trainable parameters of ``model`` for the reversal task; returns the curve.
+
+    Step ``s`` trains on ``reverse_examples(batch, seed=1_000_000 * seed + s)``; the accuracy is
+    measured on ``eval_examples`` held-out examples (seed :data:`HELD_OUT_SEED`) at step 0, every
+    ``eval_every`` steps and at the end. ``progress`` shows a progress bar.
+    """
     steps = check_int(steps, "steps", low=1)
+    batch = check_int(batch, "batch", low=1)
+    eval_every = check_int(eval_every, "eval_every", low=1)
     lr = check_real(lr, "lr", low=0.0, low_open=True)
     params = [p for p in model.parameters() if p.requires_grad]
     if not params:
         raise ValueError("the model has no trainable parameters")
     opt = torch.optim.Adam(params, lr=lr)
-    held_out = reverse_examples(eval_examples, seed=-1 % 2**31)
+    held_out = reverse_examples(eval_examples, seed=HELD_OUT_SEED)
     curve = Curve([0], [float("nan")], [accuracy(model, held_out)])
+    bar = None
+    if progress:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=steps, desc="fine-tuning", leave=False)
     model.train()
     for step in range(1, steps + 1):
         loss = answer_loss(model, reverse_examples(batch, seed=1_000_000 * seed + step))
@@ -192,26 +219,21 @@ def fine_tune(
             curve.steps.append(step)
             curve.loss.append(loss.item())
             curve.accuracy.append(accuracy(model, held_out))
+        if bar is not None:
+            bar.update(1)
         if callback is not None:
             callback(step)
+    if bar is not None:
+        bar.close()
     model.eval()
     return curve
 
 
-def measure_step(model: nn.Module, batch: int = 32, seed: int = 7) -> dict[str, float]:
-    """Time and memory of one Adam step on a copy of ``model`` (the model itself is not changed).
+def training_step(model: nn.Module, batch: int = 32, seed: int = 7) -> Callable[[], None]:
+    """One Adam step of ``model`` on a fixed batch, as a function of no arguments (for timing).
 
-    Returns seconds per step (best of three, :func:`course_lib.measure.best_time`), the bytes of
-    frozen weights, trained weights, gradients and optimiser state after the step
-    (:func:`course_lib.peft.counting.measured_memory`), and the peak bytes of the tensors a step
-    creates (:func:`course_lib.measure.peak_tensor_memory`: activations and temporaries).
+    It trains ``model`` itself; pass a copy to leave the original unchanged.
     """
-    import copy
-
-    from course_lib.measure import best_time, peak_tensor_memory
-    from course_lib.peft.counting import measured_memory
-
-    model = copy.deepcopy(model).train()
     params = [p for p in model.parameters() if p.requires_grad]
     opt = torch.optim.Adam(params, lr=1e-4)
     x = reverse_examples(batch, seed=seed)
@@ -222,7 +244,32 @@ def measure_step(model: nn.Module, batch: int = 32, seed: int = 7) -> dict[str, 
         loss.backward()
         opt.step()
 
-    seconds = best_time(step, repeats=3, warmup=1)
-    opt.zero_grad(set_to_none=True)
+    step.optimizer = opt  # type: ignore[attr-defined]
+    return step
+
+
+def measure_step(
+    model: nn.Module, batch: int = 32, seed: int = 7, repeats: int = 3
+) -> dict[str, float]:
+    """Time and memory of one Adam step on a copy of ``model`` (the model itself is not changed).
+
+    Returns seconds per step (best of ``repeats``, :func:`course_lib.measure.best_time`), the
+    bytes of frozen weights, trained weights, gradients and optimiser state after the step
+    (:func:`course_lib.peft.counting.measured_memory`), and the peak bytes of the tensors a step
+    creates (:func:`course_lib.measure.peak_tensor_memory`: activations and temporaries).
+    """
+    import copy
+
+    from course_lib.measure import best_time, peak_tensor_memory
+    from course_lib.peft.counting import measured_memory
+
+    model = copy.deepcopy(model).train()
+    step = training_step(model, batch, seed)
+    seconds = best_time(step, repeats=repeats, warmup=1)
+    step.optimizer.zero_grad(set_to_none=True)
     peak = peak_tensor_memory(step)
-    return {"seconds": seconds, "peak step bytes": float(peak), **measured_memory(model, opt)}
+    return {
+        "seconds": seconds,
+        "peak step bytes": float(peak),
+        **measured_memory(model, step.optimizer),
+    }

@@ -2,11 +2,13 @@
 
 The numbers come from :func:`course_lib.peft.counting.trainable_parameters` and
 :func:`~course_lib.peft.counting.memory_bytes` (tested against measurements); the accuracy curve
-is the one the notebook measured for that method. This module only draws them.
+is the one the comparison script measured for that method (``data/peft/comparison.json``). This
+module only draws them.
 
->>> from course_lib.peft.task import base_config
->>> html = method_html(base_config(), "lora", 4, {"lora r=4": ([0, 50], [0.0, 1.0])})
->>> "8,192" in html and "<svg" in html
+>>> from course_lib.gpt.config import GPTConfig
+>>> gpt = GPTConfig(vocab_size=77, context_length=64, n_layers=4, n_heads=4, d_model=128)
+>>> html = method_html(gpt.decoder, "lora", 4, {"lora r=4": ([0, 500], [0.0, 1.0])})
+>>> "32,768" in html and "<svg" in html
 True
 """
 
