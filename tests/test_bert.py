@@ -312,6 +312,23 @@ def test_generated_data_is_deterministic_and_balanced():
 
 
 # ----------------------------------------------------------------------------------- training
+def test_the_learning_rate_schedules():
+    from course_lib.bert.pretrain_long import RECIPE, pretraining_settings
+    from course_lib.bert.train import lr_factor
+
+    # the default: 20 warm-up steps, then constant (what fine-tuning uses)
+    assert [lr_factor(s, 100) for s in (0, 9, 19, 20, 99)] == [0.05, 0.5, 1.0, 1.0, 1.0]
+    f = [lr_factor(s, 1000, warmup=100, schedule="cosine") for s in range(1000)]
+    assert f[0] == pytest.approx(0.01) and f[99] == 1.0 and max(f) == 1.0
+    assert np.all(np.diff(f[99:]) <= 0) and f[-1] == pytest.approx(0.0, abs=1e-12)
+    assert f[549] == pytest.approx(0.5, abs=0.01)  # half-way down the cosine, half the peak
+    with pytest.raises(ValueError, match="schedule"):
+        lr_factor(0, 10, schedule="linear")
+    settings = pretraining_settings(RECIPE)  # the shipped recipe reaches pre-training whole
+    assert {k: RECIPE[k] for k in settings} == settings and set(RECIPE) - set(settings) == {
+        "n_chars", "moby_dick_chars", "length"}  # fmt: skip
+
+
 @pytest.mark.portability
 def test_a_short_mlm_run_and_a_classifier_learn():
     from course_lib.bert.train import pretrain_mlm

@@ -8,8 +8,8 @@ One architecture, :data:`course_lib.bert.train.SMALL` (2 blocks of width 64, the
   from the ``[CLS]`` position, as BERT does.
 * ``causal``: the *same* parameters with a causal mask (:class:`CausalBert`), pre-trained here
   with chapter 8's objective, the next-token loss, on the same rows of text with the same
-  recipe (steps, batch, learning rate, warm-up, dropout, seed). It classifies from the state at
-  the last real token, the only one that has read the whole text (chapter 8's eq. 23).
+  recipe (steps, batch, learning rate and its schedule, dropout, seed). It classifies from the
+  state at the last real token, the only one that has read the whole text (chapter 8's eq. 23).
 * ``scratch``: the bidirectional model with random weights (no pre-training), read at ``[CLS]``;
   and ``causal-scratch``, the causal one with random weights, read at the last token.
 
@@ -138,6 +138,8 @@ def pretrain_causal(
     lr: float = 2e-3,
     seed: int = 0,
     dropout: float = 0.1,
+    warmup: int = 20,
+    schedule: str = "constant",
 ) -> tuple[CausalBert, list[float]]:
     """Chapter 8's objective on the rows ``[CLS] ... [SEP]`` of the masked LM: predict every next token.
 
@@ -157,7 +159,7 @@ def pretrain_causal(
         )
 
     losses = fit(model, step_loss, len(chunks), steps=steps, batch_size=batch_size, lr=lr,
-                 seed=seed)  # fmt: skip
+                 seed=seed, warmup=warmup, schedule=schedule)  # fmt: skip
     return model, losses
 
 
@@ -258,7 +260,7 @@ def run(
     ``recipe`` is the pre-training recipe (default the shipped checkpoint's); when it equals the
     recipe stored in ``checkpoint``, the masked LM is loaded from there, else pre-trained here.
     """
-    from course_lib.bert.pretrain_long import CHECKPOINT, RECIPE
+    from course_lib.bert.pretrain_long import CHECKPOINT, RECIPE, pretraining_settings
     from course_lib.gpt.datasets import sotu_split
 
     t_start = time.perf_counter()
@@ -267,8 +269,7 @@ def run(
     checkpoint = Path(CHECKPOINT if checkpoint is None else checkpoint)
     chunks = pretraining_chunks(recipe["n_chars"], recipe["length"],
                                 moby_dick_chars=recipe.get("moby_dick_chars", 0))  # fmt: skip
-    pre = dict(steps=recipe["steps"], batch_size=recipe["batch_size"], lr=recipe["lr"],
-               seed=recipe["seed"])  # fmt: skip
+    pre = pretraining_settings(recipe)  # steps, batch, lr, warm-up, schedule, dropout, seed
 
     t0 = time.perf_counter()
     causal, causal_losses = pretrain_causal(chunks, **pre)

@@ -6,6 +6,7 @@ order and initial weights), returns the losses step by step, and leaves the mode
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 import numpy as np
@@ -15,12 +16,31 @@ from course_lib.bert.config import BertConfig, bert_block
 from course_lib.bert.data import CLS, MASK, PAD, SEP, VOCAB_SIZE
 from course_lib.bert.masking import mask_tokens
 from course_lib.bert.model import Bert
-from course_lib.checks import check_int
+from course_lib.checks import check_choice, check_int
 
-__all__ = ["SMALL", "fit", "pretrain_mlm"]
+__all__ = ["SMALL", "fit", "lr_factor", "pretrain_mlm"]
 
 #: The chapter's small BERT: 2 blocks of width 64, 4 heads, 80 positions, the BPE vocabulary.
 SMALL = BertConfig(vocab_size=VOCAB_SIZE, max_len=80, n_layers=2, block=bert_block(64, 4))
+
+
+def lr_factor(step: int, steps: int, warmup: int = 20, schedule: str = "constant") -> float:
+    """The learning rate of step ``step`` (from 0) as a fraction of the peak: a linear warm-up
+    over ``warmup`` steps, then constant or, for ``schedule="cosine"``, a half cosine that
+    reaches 0 at the last step, ``steps - 1``.
+
+    >>> [round(lr_factor(s, 10, warmup=2, schedule="cosine"), 3) for s in (0, 1, 2, 5, 9)]
+    [0.5, 1.0, 0.962, 0.5, 0.0]
+    >>> lr_factor(500, 1000)
+    1.0
+    """
+    check_choice(schedule, "schedule", ("constant", "cosine"))
+    if step < warmup:
+        return (step + 1) / warmup
+    if schedule == "constant":
+        return 1.0
+    done = (step - warmup + 1) / max(1, steps - warmup)  # the fraction of the decay done
+    return 0.5 * (1.0 + math.cos(math.pi * min(1.0, done)))
 
 
 def fit(
@@ -32,11 +52,14 @@ def fit(
     batch_size: int = 32,
     lr: float = 1e-3,
     seed: int = 0,
+    warmup: int = 20,
+    schedule: str = "constant",
     progress: bool = False,
     callback: Callable[[int], None] | None = None,
 ) -> list[float]:
     """AdamW on ``step_loss(batch_indices)`` for ``steps`` steps; returns the losses.
 
+    The learning rate is ``lr`` times :func:`lr_factor` (``warmup``, ``schedule``).
     ``callback(step)``, if given, runs after each step (``step`` counts from 1), e.g. to
     evaluate; it must leave the model in training mode.
     """
@@ -46,7 +69,9 @@ def fit(
     rng = np.random.default_rng(seed)
     torch.manual_seed(seed)
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01)
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / 20))  # warm-up
+    sched = torch.optim.lr_scheduler.LambdaLR(
+        opt, lambda s: lr_factor(s, steps, warmup=warmup, schedule=schedule)
+    )
     losses = []
     it = range(steps)
     if progress:
@@ -77,21 +102,25 @@ def pretrain_mlm(
     batch_size: int = 32,
     lr: float = 2e-3,
     seed: int = 0,
+    dropout: float = 0.1,
+    warmup: int = 20,
+    schedule: str = "constant",
     model: Bert | None = None,
     progress: bool = False,
 ) -> tuple[Bert, list[float]]:
-    """Masked-LM pre-training on rows of token ids (N, L): fresh masks every step (15%, 80/10/10)."""
-    model = Bert(config, seed=seed, dropout=0.1) if model is None else model
+    """Masked-LM pre-training on rows of token ids (N, L): fresh masks every step (15%, 80/10/10).
+
+    The loss is :meth:`Bert.mlm_loss`, which runs the head only at the chosen positions.
+    """
+    model = Bert(config, seed=seed, dropout=dropout) if model is None else model
     mask_rng = np.random.default_rng(seed + 1)
 
     def step_loss(idx: np.ndarray) -> torch.Tensor:
         x, y = mask_tokens(chunks[idx], mask_rng, mask_id=MASK, vocab_size=config.vocab_size,
                            special_ids=(PAD, CLS, SEP, MASK))  # fmt: skip
-        logits = model.mlm(torch.from_numpy(x), None, torch.from_numpy(chunks[idx] != PAD))
-        return torch.nn.functional.cross_entropy(
-            logits.reshape(-1, logits.shape[-1]), torch.from_numpy(y).reshape(-1), ignore_index=-100
-        )
+        pad = torch.from_numpy(chunks[idx] != PAD)
+        return model.mlm_loss(torch.from_numpy(x), torch.from_numpy(y), None, pad)
 
     losses = fit(model, step_loss, len(chunks), steps=steps, batch_size=batch_size, lr=lr,
-                 seed=seed, progress=progress)  # fmt: skip
+                 seed=seed, warmup=warmup, schedule=schedule, progress=progress)  # fmt: skip
     return model, losses
