@@ -40,8 +40,8 @@
 #   BERT's tokenizer does.
 #
 # **Assumes**: chapters 4 and 5 (multi-head attention, the post-LN block), chapter 7 (BPE), and
-# cross-entropy. **Core path**: about 70 minutes; the optional sections add about 11 minutes
-# and the exercises about 35.
+# cross-entropy. **Core path**: about 60 minutes; the optional sections add about 11 minutes,
+# the optional parts of 9.6 another 12, and the exercises about 35.
 #
 # The chapter follows section 8 of Strabel's notes {cite}`strabel2023transformers`, which names
 # BERT {cite}`devlin2019bert` as the first encoder-only model fine-tuned for many tasks, and the
@@ -482,7 +482,7 @@ assert following[1, 0] > 0.5 and previous[1, 1] > 0.5 and local[0, :2].max() < 2
 attention_viewer(model, tok)
 
 # %% [markdown]
-# ## 9.6 Three tasks for an encoder (core, 25 min)
+# ## 9.6 Three tasks for an encoder (core, 15 min)
 #
 # The handwritten notes draw the encoder doing three kinds of job. Each needs one small layer
 # on top of the hidden states $H \in \mathbb{R}^{L \times d}$ and a cross-entropy:
@@ -497,7 +497,8 @@ attention_viewer(model, tok)
 # generated set then shows what attention can read and counting words cannot. The span and
 # tagging data are generated (seeded, in `course_lib/bert/tasks.py`) from Shakespeare's names and
 # places. Each task is fine-tuned from the pre-trained encoder of 9.5 (a copy, so the tasks do
-# not interfere).
+# not interfere). The core path reads the first and the last subsection (the era of an address,
+# and encoder or decoder); the three in between are optional.
 #
 # ### Sequence classification: when was an address given?
 #
@@ -531,7 +532,7 @@ assert 0.6 < era_acc < era_bow and era_test.targets[0].mean() == 0.5
 # fine-tuned BERT is still below it; the subsection "Encoder or decoder?" below fine-tunes for
 # 250 steps, with three seeds, and compares BERT with a GPT of the same size.
 #
-# ### Sequence classification: a label a bag of words cannot read
+# ### Sequence classification: a label a bag of words cannot read (optional, 3 min)
 #
 # "the music was not sweet" is negative and "the music was not foul" positive: the label is the
 # exclusive or of the adjective and the negation. A model that only counts words (logistic
@@ -547,7 +548,7 @@ print(f"held-out accuracy: bag of words {bow:.2f}, BERT {cls_acc:.2f}")
 assert bow < 0.65 and cls_acc > 0.85
 
 # %% [markdown]
-# ### Span extraction: answer a question with a piece of the story
+# ### Span extraction: answer a question with a piece of the story (optional, 6 min)
 #
 # The input is `[CLS] question [SEP] story [SEP]`. The answer is given in *characters* of the
 # story; the tokenizer's offsets turn it into a first and a last token (tested for every
@@ -586,7 +587,7 @@ plt.show()
 assert np.mean(qa_losses[-20:]) < np.mean(qa_losses[:5]) - 1.0
 
 # %% [markdown]
-# ### Sequence labelling: BIO tags
+# ### Sequence labelling: BIO tags (optional, 3 min)
 #
 # Every word gets one of `O`, `B-PER`, `I-PER`, `B-LOC`, `I-LOC` (the beginning or the inside of
 # a person's or a place's name). A word cut into several tokens gives its tag to the first token
