@@ -365,7 +365,7 @@ assert torch.all(ours[0, 1] == 0) and torch.isnan(theirs[0, 1]).all()
 # opposite of `F.scaled_dot_product_attention` and of this course. Copying a mask between the
 # two without `~` silently inverts it.
 #
-# ## 4.6 Several heads, like several filters: eqs. (14)–(18) (core, 6 min)
+# ## 4.6 Several heads, like several filters: eqs. (14)–(18) (core, 7 min)
 #
 # One head produces one set of weights per query: one way of deciding what is relevant.
 # May's notes (section 1.2) compare self-attention with the filters of a convolutional
@@ -450,6 +450,20 @@ np.testing.assert_array_equal(ref.merge_heads(per_head), x @ W_fused)
 heads = [ref.scaled_dot_product_attention(x @ w_q[i], x @ w_k[i], x @ w_v[i]) for i in range(h)]
 blocks = [w_o[i * d_k : (i + 1) * d_k] for i in range(h)]  # h blocks of (d_v, d_o)
 np.testing.assert_allclose(sum(A_i @ B_i for A_i, B_i in zip(heads, blocks, strict=True)), out_ref)
+
+# %% [markdown]
+# The handwritten notes write the same combination with tokens as columns: each head's output
+# $h^{(i)}$ is stacked *under* the others into a column of height $H d_v$, and an "output
+# matrix" $O \in \mathbb{R}^{d_v \times H d_v}$ multiplies that column from the left. Transpose
+# eq. (18) and it takes this form: $\big(\operatorname{concat}(A^1, \dots, A^H)\, W_O\big)^\top
+# = W_O^\top\, [A^{1\top}; \dots; A^{H\top}]$, so $O = W_O^\top$, of shape
+# $(d_o, H d_v)$. The notes take the layer's output as wide as one head's, $d_o = d_v$; eq. (18)
+# lets $d_o$ be anything (here $d_o = 16$ and $d_v = 4$):
+
+# %%
+O = w_o.T  # (d_o, h*d_v): the notes' output matrix
+stacked = np.vstack([A_i.T for A_i in heads])  # (h*d_v, L): the heads stacked, tokens as columns
+np.testing.assert_allclose(O @ stacked, out_ref.T)  # (d_o, L): eq. (18), transposed
 
 # %% [markdown]
 # **Parameters.** In the usual self-attention all widths are $d_\text{model}$ and each head

@@ -765,7 +765,7 @@ fig, axes = plt.subplots(1, 2, figsize=(12, 3.8))
 heatmap(
     axes[0],
     outside,
-    title="004 as printed, index fixed: n x sin(w_k), n x cos(w_k)",
+    title="May's notes as printed, index fixed: n x sin(w_k), n x cos(w_k)",
     xlabel="column",
     ylabel="position n",
 )

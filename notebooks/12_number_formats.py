@@ -35,8 +35,8 @@
 #   the memory per parameter.
 #
 # **Assumes**: chapters 1 and 2 only (it can be read right after chapter 2), binary numbers,
-# and what a gradient is. **Core path**: about 50 minutes (sections marked core); the optional
-# sections add about 20 minutes, the exercises about 40.
+# and what a gradient is. **Core path**: about 48 minutes (sections marked core); the optional
+# sections add about 22 minutes, the exercises about 40.
 #
 # The chapter follows section 15 of the lecture notes {cite}`strabel2023transformers` (the
 # binary32 layout and its worked example) and their bfloat16 figure (figure 13, in section 11),
@@ -336,7 +336,7 @@ value_box("0.1")
 # flip one fraction bit (NaN); type `65520` (float16 and both fp8 formats overflow, differently),
 # `1e-7` (float16 keeps it only as a subnormal, with a large relative error), `448` and `464`.
 #
-# ## 12.6 Rounding (core, 10 min)
+# ## 12.6 Rounding (core, 8 min)
 #
 # ### Round to nearest, ties to even
 #
@@ -422,34 +422,6 @@ assert stored[-1] == 0 and stored[-2] == 2.0**-24
 # grows steadily through the subnormal range, until $2 \times 10^{-8}$ (less than half the
 # smallest subnormal) vanishes. Gradients in float16 underflow exactly like this (section 12.7).
 #
-# ### Rounding twice
-#
-# Rounding to float32 and then to float16 is not always the same as rounding to float16 once. A
-# value just above a float16 tie can become the tie itself in float32, which then goes to even,
-# the wrong way. PyTorch converts float64 to float16 through float32, so it rounds twice:
-
-# %%
-x = 1 + 2**-11 + 2**-40  # just above the tie between 1 and 1 + 2**-10
-print("correct (reference):  ", ref.round_to_format(x, "float16") - 1)
-print("NumPy float64->float16:", float(np.float16(x)) - 1)
-print("PyTorch cast:          ", torch.tensor(x, dtype=torch.float64).half().item() - 1)
-print(
-    "fast.round_to_format:  ",
-    fast.round_to_format(torch.tensor(x, dtype=torch.float64), "float16").item() - 1,
-)
-assert ref.round_to_format(x, "float16") == np.float16(x) == 1 + 2**-10
-assert torch.tensor(x, dtype=torch.float64).half().item() == 1.0
-
-# %% [markdown]
-# The PyTorch side of this chapter avoids the trap by rounding float64 to float32 **to odd**
-# first: an inexact result takes the neighbour whose last bit is 1, which can never be a tie of
-# the coarser format, so the second rounding is correct {cite}`boldo2008emulation`. The reverse
-# case is harmless: rounding a *sum or product of two low-precision numbers* first to float32
-# and then to a format with $p$ significant bits gives the correctly rounded result whenever
-# float32's 24 bits are at least $2p + 2$ {cite}`figueroa1995double`, which holds for float16
-# ($p = 11$) and bfloat16 ($p = 8$). That is why computing in float32 and storing in bfloat16
-# simulates bfloat16 arithmetic exactly.
-#
 # ### Stochastic rounding
 #
 # Round to nearest is deterministic, and that hurts when many small changes are added to a large
@@ -516,8 +488,38 @@ plt.show()
 # updates to it {cite}`micikevicius2018mixed`; stochastic rounding is the alternative when the
 # weights themselves live in low precision {cite}`gupta2015deep`.
 #
-# ## 12.7 Consequences for transformers (optional, 15 min)
+# ## 12.7 Consequences for transformers (optional, 17 min)
 #
+# ### Rounding twice
+#
+# A trap of section 12.6's rounding for anyone who converts between formats: rounding to
+# float32 and then to float16 is not always the same as rounding to float16 once. A value just
+# above a float16 tie can become the tie itself in float32, which then goes to even, the wrong
+# way. PyTorch converts float64 to float16 through float32, so it rounds twice:
+
+# %%
+x = 1 + 2**-11 + 2**-40  # just above the tie between 1 and 1 + 2**-10
+print("correct (reference):  ", ref.round_to_format(x, "float16") - 1)
+print("NumPy float64->float16:", float(np.float16(x)) - 1)
+print("PyTorch cast:          ", torch.tensor(x, dtype=torch.float64).half().item() - 1)
+print(
+    "fast.round_to_format:  ",
+    fast.round_to_format(torch.tensor(x, dtype=torch.float64), "float16").item() - 1,
+)
+assert ref.round_to_format(x, "float16") == np.float16(x) == 1 + 2**-10
+assert torch.tensor(x, dtype=torch.float64).half().item() == 1.0
+
+# %% [markdown]
+# The PyTorch side of this chapter avoids the trap by rounding float64 to float32 **to odd**
+# first: an inexact result takes the neighbour whose last bit is 1, which can never be a tie of
+# the coarser format, so the second rounding is correct {cite}`boldo2008emulation`. The reverse
+# case is harmless: rounding a *sum or product of two low-precision numbers* first to float32
+# and then to a format with $p$ significant bits gives the correctly rounded result whenever
+# float32's 24 bits are at least $2p + 2$ {cite}`figueroa1995double`, which holds for float16
+# ($p = 11$) and bfloat16 ($p = 8$). That is why computing in float32 and storing in bfloat16
+# simulates bfloat16 arithmetic exactly.
+
+# %% [markdown]
 # ### Long sums
 #
 # A transformer adds up long lists of numbers everywhere: dot products of width $d$, the
@@ -1183,6 +1185,44 @@ assert check_prediction(prediction, actual, what="the two bfloat16 values", rtol
 # %% [markdown] tags=["solution"]
 # ```{solution-end}
 # ```
+
+# %% [markdown]
+# ```{exercise} Predict, then check: a 7-billion-parameter model on one GPU
+# :label: ex-formats-model
+#
+# A model has $7 \times 10^9$ weights. How many gigabytes ($10^9$ bytes) do they take in
+# float32, in bfloat16, in int8 with one float32 scale per block of 64, and in NF4 with double
+# quantisation, at the bits per parameter that section 12.8 measured (scales included)? Write
+# the four numbers as a tuple, rounded to one decimal, then run the cell. Which of them fit on a
+# GPU with 16 GB, leaving room for the activations?
+# ```
+
+# %%
+prediction = None  # your prediction here: (float32, bfloat16, int8, NF4) in GB
+schemes = ("int8, blocks of 64", "NF4 + double quantisation")
+per_param = (32, bits["bfloat16"], *(bits[name] for name in schemes))  # bits per weight
+actual = tuple(round(7e9 * b / 8 / 1e9, 1) for b in per_param)
+check_prediction(prediction, actual, what="the weights' memory in GB")
+
+# %% [markdown] tags=["solution"]
+# ```{solution-start} ex-formats-model
+# :class: dropdown
+# ```
+
+# %% tags=["solution"]
+prediction = (28.0, 14.0, 7.4, 3.6)  # 7e9 x (32, 16, 8 + 32/64, 4.127) bits / 8 bytes
+assert check_prediction(prediction, actual, what="the weights' memory in GB").passed
+
+# %% [markdown] tags=["solution"]
+# ```{solution-end}
+# ```
+#
+# Bytes are bits / 8, so a weight costs 4, 2, 1.0625 and about 0.516 bytes. float32 (28 GB)
+# does not fit; bfloat16 (14 GB) leaves almost nothing for the activations and the KV cache;
+# int8 (7.4 GB) and NF4 (3.6 GB) fit with room to spare. Training is another matter: Adam in
+# mixed precision keeps about 16 bytes per parameter (weights, gradients, a float32 master copy
+# and two moments), 112 GB for the same model, which is why chapter 13 freezes the quantised
+# weights and trains small adapters instead (QLoRA).
 
 # %% [markdown]
 # ```{exercise} Why keep float32's exponent?
