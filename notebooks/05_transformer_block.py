@@ -45,7 +45,7 @@
 #
 # **Assumes**: chapter 4 (multi-head attention, masks; we call its functions) and basic
 # PyTorch autograd.
-# **Core path**: about 52 minutes (the sections marked core); the optional sections add about
+# **Core path**: about 48 minutes (the sections marked core); the optional sections add about
 # 35 minutes (5.7, 5.8 and 5.9), the exercises about 50.
 #
 # The chapter follows section 2.4, section 3 (Figure 3) and eq. (21) of Strabel's notes
@@ -329,7 +329,7 @@ out = ref.glu_feed_forward(rng.standard_normal((5, d)), g["w_1"], g["w_2"], g["w
 print(out.shape)
 
 # %% [markdown]
-# ## 5.5 Three ways to arrange a block (core, 10 min)
+# ## 5.5 Three ways to arrange a block (core, 8 min)
 #
 # The handwritten notes list the positions a norm can take. With $N_1, N_2$ the two norms
 # (LayerNorm or RMSNorm), the three arrangements are
@@ -397,34 +397,11 @@ for pos in ("post", "pre", "parallel"):
 # $\times$ 2 norms $\times$ plain or gated $\times$ with or without biases $\times$ 4
 # activations); the loop that checks it is in the appendix, "How this chapter is tested".
 #
-# ### Parity with `torch.nn.TransformerEncoderLayer`
+# PyTorch ships a block too, `torch.nn.TransformerEncoderLayer` (post-LN by default, pre-LN with
+# `norm_first=True`); with its weights copied in, ours gives the same outputs and gradients (the
+# appendix, "How this chapter is tested", shows the check).
 #
-# PyTorch ships a block: `torch.nn.TransformerEncoderLayer`, post-LN by default and pre-LN with
-# `norm_first=True`. It stores its weights differently (linear layers as (out, in), the three
-# attention projections fused into one $(3d, d)$ matrix); `encoder_layer_parameters` converts
-# them to our layout, transposing and splitting the fused matrix per head. With the weights
-# copied, our block reproduces PyTorch's, forward and backward:
-
-# %%
-layer = torch.nn.TransformerEncoderLayer(
-    16, 4, 64, dropout=0.0, batch_first=True, dtype=torch.float64
-)
-c, p = encoder_layer_parameters(layer)  # PyTorch's weights in our layout
-block = TransformerBlock.from_parameters(c, p, dtype=torch.float64)
-x = torch.randn(3, 7, 16, dtype=torch.float64, requires_grad=True)  # (B, L, d)
-ours, theirs = block(x), layer(x)
-torch.testing.assert_close(ours, theirs)
-gx_ours, gw_ours = torch.autograd.grad(ours.square().sum(), (x, block.w_1))
-gx_theirs, gw_theirs = torch.autograd.grad(theirs.square().sum(), (x, layer.linear1.weight))
-torch.testing.assert_close(gx_ours, gx_theirs)
-torch.testing.assert_close(gw_ours, gw_theirs.T)  # (d, d_ff) vs PyTorch's (d_ff, d)
-print(f"{c.norm_position}-LN: forward and gradients match")
-
-# %% [markdown]
-# The appendix repeats this for pre-LN (`norm_first=True`) and in float32; the test suite adds
-# blocks without biases, GELU, a causal mask, and the NumPy reference.
-#
-# ## 5.6 Stacking blocks: the decoder-only model, on one page (core, 10 min)
+# ## 5.6 Stacking blocks: the decoder-only model, on one page (core, 8 min)
 #
 # A Transformer is a stack of $R$ blocks, each with its own parameters, each reading the
 # previous one's output {cite}`marlin2022transformers`: $\mathbf{z}^1 =
@@ -497,11 +474,9 @@ class GPT(nn.Module):
 
 
 # %% [markdown]
-# The library's `DecoderOnlyModel` is the same model. It stores its weights in the notes' row
-# convention ($xW$, attention weights per head, $(h, d, d_k)$), while `nn.Linear` computes
-# $xW^\top + b$, so copying them across is a transpose, with the heads fused side by side
-# (chapter 4's `fuse_head_weights`). With the same weights, the page, the library's PyTorch
-# model and its NumPy twin `ref.decoder_forward` compute the same logits:
+# The library's `DecoderOnlyModel` is the same model, with the same parameters: with the
+# library's weights copied into the page's modules, the page, the library's PyTorch model and
+# its NumPy twin `ref.decoder_forward` compute the same logits (the appendix shows the copy).
 
 # %%
 dcfg = DecoderConfig(
@@ -512,57 +487,11 @@ dcfg = DecoderConfig(
 )
 model = DecoderOnlyModel(dcfg, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
 page = GPT(vocab_size=11, context_length=12, n_layers=3, d_model=16, n_heads=4).double()
-with torch.no_grad():  # nn.Linear stores (out, in): transpose the library's (in, out) weights
-    page.tok_emb.weight.copy_(model.tok_emb)
-    page.pos_emb.weight.copy_(model.pos_emb)
-    page.ln_f.weight.copy_(model.final_norm_gain), page.ln_f.bias.copy_(model.final_norm_bias)
-    for mine, lib in zip(page.blocks, model.blocks, strict=True):
-        mine.w_qkv.weight.copy_(
-            torch.cat([fuse_head_weights(w) for w in (lib.w_q, lib.w_k, lib.w_v)], 1).T
-        )
-        mine.w_qkv.bias.copy_(torch.cat([lib.b_q.flatten(), lib.b_k.flatten(), lib.b_v.flatten()]))
-        mine.w_o.weight.copy_(lib.w_o.T), mine.w_o.bias.copy_(lib.b_o)
-        mine.ff1.weight.copy_(lib.w_1.T), mine.ff1.bias.copy_(lib.b_1)
-        mine.ff2.weight.copy_(lib.w_2.T), mine.ff2.bias.copy_(lib.b_2)
-        for ln, i in ((mine.ln1, 1), (mine.ln2, 2)):
-            (
-                ln.weight.copy_(getattr(lib, f"norm{i}_gain")),
-                ln.bias.copy_(getattr(lib, f"norm{i}_bias")),
-            )
-
 tokens = torch.randint(0, 11, (2, 9), generator=torch.Generator().manual_seed(1))  # (B, L)
 logits = model(tokens)  # (B, L, V)
-torch.testing.assert_close(page(tokens), logits)  # the page == the library's PyTorch model
-np.testing.assert_allclose(  # == the NumPy reference, which builds U as one-hot rows
-    logits.detach().numpy(),
-    ref.decoder_forward(tokens.numpy(), model.numpy_parameters(), dcfg),
-    rtol=1e-10,
-)
-h0, causal = page.tok_emb(tokens), torch.ones(9, 9, dtype=torch.bool).tril()  # (B, L, d), (L, L)
-block_out = page.blocks[0](h0, causal)  # (B, L, d)
-torch.testing.assert_close(  # one page block == the library's block, in PyTorch and in NumPy
-    block_out, fast.transformer_block(h0, model.blocks[0].parameter_dict(), dcfg.block, mask=causal)
-)
-np.testing.assert_allclose(
-    block_out.detach().numpy(),
-    ref.transformer_block(
-        h0.detach().numpy(), model.blocks[0].numpy_parameters(), dcfg.block, mask=causal.numpy()
-    ),
-    rtol=1e-10,
-    atol=1e-12,
-)
-print(tuple(logits.shape), "- the page, the library and the NumPy reference agree;")
-print(
-    "parameters:",
-    sum(p.numel() for p in page.parameters()),
-    "=",
-    model.count_parameters(),
-    "=",
-    count_parameters(dcfg),
-)
-assert (
-    sum(p.numel() for p in page.parameters()) == model.count_parameters() == count_parameters(dcfg)
-)
+n_page = sum(p.numel() for p in page.parameters())
+print(tuple(page(tokens).shape), tuple(logits.shape), "parameters:", n_page, count_parameters(dcfg))
+assert n_page == model.count_parameters() == count_parameters(dcfg)
 
 # %% [markdown]
 # The library's model adds only what the page leaves out: the other arrangements of section
@@ -1672,6 +1601,54 @@ for pos, norm, gated, bias, act in itertools.product(
     worst = max(worst, np.abs(got.numpy() - want).max())
 print("96 variants: NumPy and PyTorch agree to better than 1e-12:", worst < 1e-12)
 assert worst < 1e-12
+
+# %% [markdown]
+# **The page's GPT of section 5.6 against the library.** The library's `DecoderOnlyModel` stores its
+# weights in the notes' row convention ($xW$, attention weights per head, $(h, d, d_k)$), while
+# `nn.Linear` computes $xW^\top + b$, so copying them across is a transpose, with the heads fused
+# side by side (chapter 4's `fuse_head_weights`). With the same weights, the page, the library's
+# PyTorch model and its NumPy twin `ref.decoder_forward` compute the same logits (`dcfg`,
+# `model`, `page` and `tokens` are section 5.6's):
+
+# %%
+with torch.no_grad():  # nn.Linear stores (out, in): transpose the library's (in, out) weights
+    page.tok_emb.weight.copy_(model.tok_emb)
+    page.pos_emb.weight.copy_(model.pos_emb)
+    page.ln_f.weight.copy_(model.final_norm_gain), page.ln_f.bias.copy_(model.final_norm_bias)
+    for mine, lib in zip(page.blocks, model.blocks, strict=True):
+        mine.w_qkv.weight.copy_(
+            torch.cat([fuse_head_weights(w) for w in (lib.w_q, lib.w_k, lib.w_v)], 1).T
+        )
+        mine.w_qkv.bias.copy_(torch.cat([lib.b_q.flatten(), lib.b_k.flatten(), lib.b_v.flatten()]))
+        mine.w_o.weight.copy_(lib.w_o.T), mine.w_o.bias.copy_(lib.b_o)
+        mine.ff1.weight.copy_(lib.w_1.T), mine.ff1.bias.copy_(lib.b_1)
+        mine.ff2.weight.copy_(lib.w_2.T), mine.ff2.bias.copy_(lib.b_2)
+        for ln, i in ((mine.ln1, 1), (mine.ln2, 2)):
+            (
+                ln.weight.copy_(getattr(lib, f"norm{i}_gain")),
+                ln.bias.copy_(getattr(lib, f"norm{i}_bias")),
+            )
+
+torch.testing.assert_close(page(tokens), logits)  # the page == the library's PyTorch model
+np.testing.assert_allclose(  # == the NumPy reference, which builds U as one-hot rows
+    logits.detach().numpy(),
+    ref.decoder_forward(tokens.numpy(), model.numpy_parameters(), dcfg),
+    rtol=1e-10,
+)
+h0, causal = page.tok_emb(tokens), torch.ones(9, 9, dtype=torch.bool).tril()  # (B, L, d), (L, L)
+block_out = page.blocks[0](h0, causal)  # (B, L, d)
+torch.testing.assert_close(  # one page block == the library's block, in PyTorch and in NumPy
+    block_out, fast.transformer_block(h0, model.blocks[0].parameter_dict(), dcfg.block, mask=causal)
+)
+np.testing.assert_allclose(
+    block_out.detach().numpy(),
+    ref.transformer_block(
+        h0.detach().numpy(), model.blocks[0].numpy_parameters(), dcfg.block, mask=causal.numpy()
+    ),
+    rtol=1e-10,
+    atol=1e-12,
+)
+print(tuple(logits.shape), "- the page, the library and the NumPy reference agree")
 
 # %% [markdown]
 # **`torch.nn.TransformerEncoderLayer`, post-LN and pre-LN, float64 and float32**, forward and
