@@ -452,14 +452,35 @@ def test_bad_input_is_a_clear_error(call, error, words):
 
 
 # ----------------------------------------------------------------------------- exercises, widget
+def _window_by_blocks(q, k, v, w, mask_padding=True):
+    """Sliding-window attention by blocks of w queries (the exercise's solution)."""
+    L, d = q.shape
+    nb = -(-L // w)
+    pad = nb * w - L
+    Q = np.pad(q, ((0, pad), (0, 0))).reshape(nb, w, d)  # (nb, w, d)
+    K, V = (np.pad(a, ((w, w + pad), (0, 0))) for a in (k, v))
+    K3 = np.stack([K[a * w : (a + 3) * w] for a in range(nb)])  # (nb, 3w, d)
+    V3 = np.stack([V[a * w : (a + 3) * w] for a in range(nb)])
+    i = np.arange(nb * w).reshape(nb, w, 1)
+    j = (np.arange(nb) * w - w).reshape(nb, 1, 1) + np.arange(3 * w)
+    keep = (abs(i - j) <= w) & (((j >= 0) & (j < L)) | (not mask_padding))
+    logits = np.where(keep, Q @ K3.transpose(0, 2, 1) / np.sqrt(d), -np.inf)
+    p = np.exp(logits - logits.max(-1, keepdims=True))
+    return ((p / p.sum(-1, keepdims=True)) @ V3).reshape(nb * w, -1)[:L]
+
+
 def test_checkers_accept_solutions_and_name_mistakes():
-    assert check.strided_index_set(lambda i, l: notes_strided(i, l, 0))
-    future = check.strided_index_set(
-        lambda i, l: {j for j in range(i + l) if j >= i - l or (i - j) % l == 0}
-    )
-    assert not future and "future" in str(future)
-    one_head = check.strided_index_set(lambda i, l: set(range(max(0, i - l), i + 1)))
-    assert not one_head and "first head only" in str(one_head)
+    assert check.window_attention(_window_by_blocks)
+    padded = check.window_attention(lambda q, k, v, w: _window_by_blocks(q, k, v, w, False))
+    assert not padded and "outside the sequence receive attention" in str(padded)
+    half = check.window_attention(lambda q, k, v, w: _window_by_blocks(q, k, v, max(1, w // 2)))
+    assert not half and "EACH side" in str(half)
+
+    def dense(q, k, v, w):
+        return ref.sliding_window_attention(q, k, v, w) + 0 * (q @ k.T).sum()  # an (L, L) temp
+
+    big = check.window_attention(dense)
+    assert not big and "MiB" in str(big)
 
     def update(m, s, acc_, logits, values):
         m_new = np.maximum(m, logits.max(-1))
@@ -478,13 +499,13 @@ def test_checkers_accept_solutions_and_name_mistakes():
     out = check.online_softmax_update(no_rescale)
     assert not out and "rescale the old acc" in str(out)
 
-    assert check.rel_shift(ref.rel_shift)
-    raw = check.rel_shift(
-        lambda x: (
-            np.pad(x, ((0, 0), (1, 0))).reshape(x.shape[1] + 1, x.shape[0])[1:].reshape(x.shape)
-        )
-    )
-    assert not raw and "set them to 0" in str(raw)
+    q, k, v = np.random.default_rng(0).standard_normal((3, 6, 4))
+    want = ref.flash_attention(q, k, v, block_size=6)
+    np.testing.assert_allclose(check.attend_in_blocks(update, q, k, v, 2), want, atol=1e-12)
+    np.testing.assert_allclose(check.attend_in_blocks(no_rescale, q, k, v, 6), want, atol=1e-12)
+    assert not np.allclose(check.attend_in_blocks(no_rescale, q, k, v, 2), want)
+    with pytest.raises(ValueError, match="block"):
+        check.attend_in_blocks(update, q, k, v, 0)
 
 
 @pytest.mark.parametrize("kind", KINDS)

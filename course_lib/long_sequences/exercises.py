@@ -3,7 +3,7 @@
 Each checker runs the learner's function on named cases (:func:`course_lib.checker.check_cases`)
 and says in plain words what is wrong, naming known mistakes (:func:`course_lib.checker.first_mistake`).
 
->>> strided_index_set(lambda i, stride: set()).passed
+>>> window_attention(lambda q, k, v, w: v).passed
 False
 """
 
@@ -14,55 +14,168 @@ from collections.abc import Callable
 import numpy as np
 
 from course_lib.checker import Outcome, check_cases, diagnose, first_mistake, seeded
-from course_lib.long_sequences.reference import rel_shift as _rel_shift
+from course_lib.checks import as_array, check_int
+from course_lib.long_sequences.checks import check_qkv
+from course_lib.measure import peak_numpy_memory
 
-__all__ = ["online_softmax_update", "rel_shift", "strided_index_set"]
+__all__ = ["attend_in_blocks", "online_softmax_update", "window_attention"]
 
 #: Seed of this chapter's checker inputs.
 SEED = 11
 
 
-def _strided(i: int, stride: int) -> set[int]:
-    local = set(range(max(0, i - stride), i + 1))
-    every = {j for j in range(i + 1) if (i - j) % stride == 0}
-    return local | every
+def _attend(q: np.ndarray, K: np.ndarray, V: np.ndarray, scale: float) -> np.ndarray:
+    """One query (d,) against its keys (n, d) and values (n, d_v): a softmax-weighted sum."""
+    logits = K @ q * scale  # (n,)
+    w = np.exp(logits - logits.max())
+    return (w / w.sum()) @ V
 
 
-def strided_index_set(fn: Callable, *, require: bool = False) -> Outcome:
-    """``fn(i, stride)`` returns the set of keys query i sees under the strided pattern (both heads).
+def _window_variant(q, k, v, w, keys_of, *, scale=None, zero_pad=False):
+    """Attention where query i sees the key positions ``keys_of(i)``; positions outside the
+    sequence are skipped, or (``zero_pad``) attended as zero keys with zero values."""
+    L, d = q.shape
+    scale = 1 / np.sqrt(d) if scale is None else scale
+    out = np.zeros((L, v.shape[1]))
+    for i in range(L):
+        js = [j for j in keys_of(i) if zero_pad or 0 <= j < L]
+        K = np.array([k[j] if 0 <= j < L else np.zeros(d) for j in js])  # (n, d)
+        V = np.array([v[j] if 0 <= j < L else np.zeros(v.shape[1]) for j in js])
+        out[i] = _attend(q[i], K, V, scale)
+    return out
 
-    >>> strided_index_set(lambda i, l: {j for j in range(i + 1) if j >= i - l or (i - j) % l == 0}).passed
+
+def window_attention(fn: Callable, *, require: bool = False) -> Outcome:
+    """``fn(q, k, v, w)``: attention where query i sees the keys j with ``|i - j| <= w``.
+
+    q, k, v are (L, d) NumPy arrays; the result is (L, d_v) and must equal dense attention under
+    the sliding-window mask, computed without an (L, L) matrix. The checker names the usual
+    mistakes: zero padding that receives attention, whole blocks of keys left unmasked, a
+    one-sided window, ``w`` read as the whole window, and the missing ``1 / sqrt(d)``.
+
+    >>> def by_loop(q, k, v, w):
+    ...     out = np.zeros_like(v)
+    ...     for i in range(len(q)):
+    ...         j = np.arange(max(0, i - w), min(len(q), i + w + 1))
+    ...         x = k[j] @ q[i] / np.sqrt(q.shape[1])
+    ...         out[i] = np.exp(x - x.max()) @ v[j] / np.exp(x - x.max()).sum()
+    ...     return out
+    >>> window_attention(by_loop).passed
     True
     """
-    cases = [(i, s) for i, s in [(0, 3), (2, 3), (3, 3), (10, 3), (17, 4), (9, 1), (25, 5)]]
+    rng = seeded(SEED)
+    cases = []
+    for description, L, w, size in [
+        ("L = 12, w = 3 (whole blocks)", 12, 3, 1.0),
+        ("L = 10, w = 3 (a partial last block)", 10, 3, 1.0),
+        ("L = 7, w = 1", 7, 1, 1.0),
+        ("L = 6, w = 5 (the window covers the sequence)", 6, 5, 1.0),
+        ("L = 9, w = 2, logits in the hundreds", 9, 2, 30.0),
+    ]:
+        q, k = size * rng.standard_normal((2, L, 4))  # (L, d) each
+        v = rng.standard_normal((L, 3))  # (L, d_v)
+        cases.append((description, (q, k, v, w), (q, k, v, w)))
 
-    def compare(got: object, args: tuple[int, int]) -> str | None:
-        i, stride = args
-        want = _strided(i, stride)
-        try:
-            got = {int(j) for j in got}  # type: ignore[union-attr]
-        except TypeError:
-            return f"return a set (or list) of key positions, got {type(got).__name__}"
-        if got == want:
+    def compare(got: object, args: tuple) -> str | None:
+        q, k, v, w = args
+        want = _window_variant(q, k, v, w, lambda i: range(i - w, i + w + 1))
+        problem = diagnose(got, want)
+        if problem is None:
             return None
-        if any(j > i for j in got):
+        arr = np.asarray(got, dtype=np.float64) if not isinstance(got, str) else None
+        if arr is not None and arr.shape == want.shape and not np.isfinite(arr).all():
             return (
-                f"query {i} may not see the future: you include {sorted(j for j in got if j > i)} "
-                "(both heads are subsets of {j : j <= i})"
+                "NaN or inf: exp overflowed; subtract each row's largest logit before exp "
+                "(the softmax does not change)"
             )
-        if got == {j for j in want if j >= max(0, i - stride)}:
-            return "you have the first head only: add every stride-th key before i, (i - j) mod stride = 0"
-        if got == {j for j in want if (i - j) % stride == 0}:
-            return "you have the second head only: add the window {t, ..., i}"
-        return f"you return {sorted(got)}, the right set is {sorted(want)}"
 
-    return check_cases(
-        "the strided index set",
-        fn,
-        [(f"i={i}, stride={s}", (i, s), (i, s)) for i, s in cases],
-        compare=compare,
-        require=require,
+        def blocks_of(i: int) -> range:  # the keys of query i's block of w and its neighbours
+            return range((i // w - 1) * w, (i // w + 2) * w)
+
+        mistakes = [
+            (
+                _window_variant(q, k, v, w, lambda i: range(i - w, i + w + 1), zero_pad=True),
+                "positions outside the sequence receive attention: the zero padding at the ends "
+                "is a key with logit 0 (weight e^0 = 1 before normalising); mask j < 0 and "
+                "j >= L out of the softmax",
+            ),
+            (
+                _window_variant(q, k, v, w, blocks_of),
+                "each query attends to all 3w keys of its three blocks: inside the blocks, mask "
+                "the keys with |i - j| > w",
+            ),
+            (
+                _window_variant(q, k, v, w, blocks_of, zero_pad=True),
+                "each query attends to all 3w keys of its three blocks, the zero padding "
+                "included: mask |i - j| > w and the positions outside the sequence",
+            ),
+            (
+                _window_variant(q, k, v, w, lambda i: range(i - w, i + 1)),
+                "only the keys before i: this window is not causal, it has w neighbours on "
+                "each side",
+            ),
+            (
+                _window_variant(q, k, v, w, lambda i: range(i - w // 2, i + w // 2 + 1)),
+                "w is the number of neighbours on EACH side (Longformer's paper counts both "
+                "sides together; this chapter does not)",
+            ),
+            (
+                _window_variant(q, k, v, w, lambda i: range(i - w + 1, i + w)),
+                "off by one: the keys at distance exactly w belong to the window, |i - j| <= w",
+            ),
+            (
+                _window_variant(q, k, v, w, lambda i: range(i - w, i + w + 1), scale=1.0),
+                "divide the logits by sqrt(d)",
+            ),
+        ]
+        return first_mistake(got, mistakes) or problem
+
+    outcome = check_cases(
+        "sliding-window attention by blocks", fn, cases, compare=compare, require=False
     )
+    if outcome.passed:
+        L, w = 2048, 4
+        q, k, v = rng.standard_normal((3, L, 4))
+        peak = peak_numpy_memory(lambda: fn(q, k, v, w))
+        if peak > L * L * 8 / 4:
+            outcome = Outcome(
+                outcome.title,
+                False,
+                [
+                    f"the values are right, but at L = {L} your function allocated "
+                    f"{peak / 2**20:.0f} MiB, as much as (L, L) matrices take "
+                    f"({L * L * 8 / 2**20:.0f} MiB each in float64): compute each block of w "
+                    "queries against the 3w keys of its own and its two neighbouring blocks only"
+                ],
+            )
+    if require and not outcome.passed:
+        raise AssertionError(str(outcome))
+    return outcome
+
+
+def attend_in_blocks(
+    update: Callable, q: np.ndarray, k: np.ndarray, v: np.ndarray, block: int
+) -> np.ndarray:
+    """softmax(q k^T / sqrt(d)) v over blocks of keys, each folded in by
+    ``update(m, s, acc, logits, values)`` (the exercise's online-softmax step).
+
+    >>> q = k = np.eye(2)
+    >>> v = np.array([[1.0], [3.0]])
+    >>> attend_in_blocks(_update, q, k, v, block=1).round(2)
+    array([[1.66],
+           [2.34]])
+    """
+    q, k, v = check_qkv(q, k, v, as_array)
+    block = check_int(block, "block", low=1)
+    if not callable(update):
+        raise TypeError(f"update must be a function, got {type(update).__name__}")
+    m = np.full(q.shape[0], -np.inf)  # (L_q,)
+    s = np.zeros(q.shape[0])  # (L_q,)
+    acc = np.zeros((q.shape[0], v.shape[1]))  # (L_q, d_v)
+    for start in range(0, k.shape[0], block):
+        logits = q @ k[start : start + block].T / np.sqrt(q.shape[1])  # (L_q, block)
+        m, s, acc = update(m, s, acc, logits, v[start : start + block])
+    return acc / s[:, None]
 
 
 def _update(m, s, acc, logits, values):
@@ -153,49 +266,4 @@ def online_softmax_update(fn: Callable, *, require: bool = False) -> Outcome:
         [(d, a, a) for d, a in cases],
         compare=compare,
         require=require,
-    )
-
-
-def rel_shift(fn: Callable, *, require: bool = False) -> Outcome:
-    """``fn(x)`` moves row i of (L_q, K) scores by distance index to key index, future = 0.
-
-    >>> rel_shift(_rel_shift).passed
-    True
-    """
-    rng = seeded(SEED + 1)
-    cases = [
-        ("no memory, (3, 3)", rng.standard_normal((3, 3))),
-        ("memory M = 2, (3, 5)", rng.standard_normal((3, 5))),
-        ("one query, (1, 4)", rng.standard_normal((1, 4))),
-        ("memory M = 3, (4, 7)", rng.standard_normal((4, 7))),
-    ]
-
-    def compare(got: object, x: np.ndarray) -> str | None:
-        want = _rel_shift(x)
-        problem = diagnose(got, want)
-        if problem is None:
-            return None
-        L_q, K = x.shape
-        raw = np.pad(x, ((0, 0), (1, 0))).reshape(K + 1, L_q)[1:].reshape(L_q, K)
-        backwards = np.zeros_like(x)
-        for i in range(L_q):
-            for j in range(K):
-                col = j - (L_q - 1 - i)
-                if 0 <= col < K:
-                    backwards[i, j] = x[i, col]
-        hint = first_mistake(
-            got,
-            [
-                (
-                    raw,
-                    "the padding trick leaves other rows' numbers where j > M + i: set them to 0",
-                ),
-                (x, "nothing moved: row i moves left by L_q - 1 - i"),
-                (backwards, "you moved the rows the wrong way: out[i, j] = x[i, j + L_q - 1 - i]"),
-            ],
-        )
-        return hint or problem
-
-    return check_cases(
-        "the relative shift", fn, [(d, (x,), x) for d, x in cases], compare=compare, require=require
     )
