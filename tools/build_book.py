@@ -333,9 +333,10 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.clean:
         shutil.rmtree(BOOK / "_build", ignore_errors=True)
-    from tools import lecturers, slides
+    from tools import handouts, lecturers, slides
 
     slides.main(["--out", str(VENDOR.parent / "slides")])  # served as slides/<chapter>.slides.html
+    handouts.main(["--out", str(VENDOR.parent / "worksheets")])  # linked from lecturers' pages
     lecturers.write_pages()  # book/lecturers/*.md and book/status.md, from the notebooks
     cmd = jupyter_book_command(args.strict, extra)
     print("== jupyter-book " + " ".join(cmd[1:]), flush=True)
