@@ -1,10 +1,14 @@
 """Repository-wide pytest configuration: what is collected, and how."""
 
+import os
+
 import matplotlib
 import pytest
 from hypothesis import settings
 
 matplotlib.use("Agg")
+# checkers run by tests, nbval and the browser tests are nobody's progress (course_lib.progress)
+os.environ.setdefault("COURSE_PROGRESS", "off")
 
 # Property tests draw the same examples on every run and machine (a failure is reproducible, and
 # CI cannot go red on a draw nobody saw locally), with no per-example deadline (the machine is

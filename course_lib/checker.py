@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import html
 import math
+import re
+import sys
 import traceback
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -26,6 +28,11 @@ class Outcome:
     title: str
     passed: bool
     details: list[str] = field(default_factory=list)
+    exercise: tuple[str, str] | None = field(default=None, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if self.exercise is None:
+            self.exercise = _which_exercise(self.title)
 
     def __bool__(self) -> bool:
         return self.passed
@@ -37,6 +44,7 @@ class Outcome:
     __repr__ = __str__
 
     def _repr_html_(self) -> str:
+        _note_progress(self)  # shown to the learner in a notebook: their progress counts it
         colour = "#0a7d36" if self.passed else "#b3261e"
         items = "".join(f"<li>{html.escape(d)}</li>" for d in self.details)
         verdict = "✅ Correct" if self.passed else "❌ Not yet"
@@ -44,6 +52,42 @@ class Outcome:
             f'<div class="course-check" style="border-left:4px solid {colour};padding:4px 10px">'
             f"<b>{verdict}</b>: {html.escape(self.title)}<ul>{items}</ul></div>"
         )
+
+
+_EXERCISES = re.compile(r"course_lib\.(\w+)\.exercises$")
+
+
+def _which_exercise(title: str) -> tuple[str, str] | None:
+    """(chapter package, checker) of the checker that is making this outcome, from the stack:
+    the first ``course_lib.<package>.exercises`` function, else a ``check_prediction`` called
+    from a notebook whose ``check`` is a chapter's exercises module."""
+    frame = sys._getframe(2)
+    predicted = None
+    while frame is not None:
+        module = frame.f_globals.get("__name__", "")
+        found = _EXERCISES.match(module)
+        if found:
+            return found.group(1), frame.f_code.co_name
+        if frame.f_code.co_name == "check_prediction" and module == __name__:
+            predicted = title.removeprefix("your prediction of ")
+        elif predicted is not None:
+            check = getattr(frame.f_globals.get("check"), "__name__", "")
+            found = _EXERCISES.match(check)
+            return (found.group(1), f"prediction: {predicted}") if found else None
+        frame = frame.f_back
+    return None
+
+
+def _note_progress(outcome: Outcome) -> None:
+    """Record a shown verdict in the learner's progress file (course_lib.progress)."""
+    from course_lib import progress
+
+    if outcome.exercise is None or not progress.enabled():
+        return
+    try:
+        progress.record(*outcome.exercise, outcome.passed)
+    except OSError:
+        pass  # a read-only cache folder never breaks an exercise
 
 
 def seeded(seed: int) -> np.random.Generator:

@@ -108,11 +108,30 @@ def decks(tmp_path_factory):
     httpd.server_close()
 
 
+# [[h, v], scale, first words] of every slide: each is shown, the deck fits it, the scale is read
+JS_FIT_EVERY_SLIDE = """() => {
+  const out = [];
+  document.querySelectorAll('.reveal .slides > section').forEach((stack, h) => {
+    const n = Math.max(stack.querySelectorAll(':scope > section').length, 1);
+    for (let v = 0; v < n; v++) {
+      CourseDeck.slide(h, v);
+      CourseDeckFit();
+      const s = CourseDeck.getCurrentSlide();
+      const rect = s.getBoundingClientRect(), frame = document.querySelector('.reveal');
+      const spill = rect.bottom - frame.getBoundingClientRect().bottom;
+      const scale = spill > 1 ? 0 : +s.dataset.fitScale;
+      out.push([[h, v], scale, s.innerText.slice(0, 50).replace(/\\s+/g, ' ')]);
+    }
+  });
+  return out;
+}"""
+
+
 @pytest.mark.browser
 @pytest.mark.parametrize("chapter", chapters())
 def test_deck_in_browser(browser, decks, chapter: str) -> None:
     base, counts = decks
-    context = browser.new_context(viewport={"width": 1280, "height": 800})
+    context = browser.new_context(viewport={"width": 1280, "height": 720})
     pg = context.new_page()
     errors, requests, blocked = [], [], []
     pg.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
@@ -148,8 +167,15 @@ def test_deck_in_browser(browser, decks, chapter: str) -> None:
             pg.evaluate("() => MathJax.startup.promise")
             assert pg.locator("mjx-container").count() > 0, f"{chapter}: no math typeset"
             assert pg.locator("mjx-merror").count() == 0, f"{chapter}: TeX errors in the deck"
-        for _ in range(total - 1):
-            pg.evaluate("() => CourseDeck.next()")
+        # every slide, as presented in a 1280 x 720 frame: nothing may spill off it, and the
+        # deck may scale a slide down to fit only so far (tools/slides.py splits the rest)
+        scales = pg.evaluate(JS_FIT_EVERY_SLIDE)
+        assert len(scales) == total, f"{chapter}: stepped through {len(scales)} of {total} slides"
+        small = [(at, s, text) for at, s, text in scales if s < slides.MIN_SCALE]
+        assert not small, (
+            f"{chapter}: slides that fit the frame only below scale {slides.MIN_SCALE}: {small[:3]}"
+        )
+        pg.evaluate("() => CourseDeck.slide(CourseDeck.getHorizontalSlides().length - 1, 1e3)")
         assert pg.evaluate("() => CourseDeck.isLastSlide()"), f"{chapter}: did not reach the end"
         pg.evaluate("() => CourseDeck.slide(0, 0)")
         pg.wait_for_timeout(300)
@@ -193,7 +219,7 @@ def test_rise_slideshow_in_jupyterlab(browser, tmp_path) -> None:
     errors, remote = [], []
     server = LabServer(root, state=tmp_path / "state", settings=TEST_SETTINGS)
     with server:
-        context = browser.new_context(viewport={"width": 1280, "height": 800})
+        context = browser.new_context(viewport={"width": 1280, "height": 720})
         pg = context.new_page()
         pg.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
         pg.on("pageerror", lambda exc: errors.append(f"page error: {exc}"))
@@ -257,3 +283,26 @@ def test_annotate_writes_slide_types_into_a_source_and_nothing_else(tmp_path) ->
     stored = [c.metadata.get("slideshow", {}).get("slide_type", "-") for c in after.cells]
     assert stored == derived
     assert slides.annotate(src) == 0  # a second run changes nothing
+
+
+def test_long_slides_are_split_at_cell_and_paragraph_boundaries() -> None:
+    long_prose = "\n\n".join(f"Paragraph {i}: " + "words " * 60 for i in range(12))
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [
+        nbformat.v4.new_markdown_cell("## A section\n\n" + long_prose),
+        nbformat.v4.new_code_cell("x = 1"),
+    ]
+    deck = slides.deck_notebook(nb, {})
+    types = [c.metadata["slideshow"]["slide_type"] for c in deck.cells]
+    assert types[0] == "slide" and types.count("subslide") >= 2
+    assert "\n\n".join(c.source for c in deck.cells if c.cell_type == "markdown").endswith(
+        long_prose.split("\n\n")[-1]
+    )
+    height = 0.0
+    for cell, kind in zip(deck.cells, types, strict=True):
+        height = (
+            slides.cell_lines(cell)
+            if kind in ("slide", "subslide")
+            else height + slides.cell_lines(cell)
+        )
+        assert height <= slides.BUDGET

@@ -244,6 +244,20 @@ def prepare_assets() -> None:
         raise SystemExit(f"error: web assets missing after unpacking: {missing}")
 
 
+def write_quiz_pages() -> list[Path]:
+    """The website's quiz pages, one per chapter, from ``data/quizzes`` (course_lib.quiz)."""
+    import json as _json
+
+    from course_lib import quiz
+
+    titles = {}
+    for nb in sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")):
+        first = _json.loads(nb.read_text(encoding="utf-8"))["cells"][0]["source"]
+        heading = "".join(first).splitlines()[0].lstrip("# ").strip()
+        titles[nb.stem] = heading
+    return quiz.write_pages(BOOK / "quizzes", titles)
+
+
 def jupyter_book_command(strict: bool, extra: list[str]) -> list[str]:
     exe = Path(sys.executable).parent / "jupyter-book"
     cmd = [str(exe)] if exe.exists() else ["jupyter-book"]
@@ -333,9 +347,11 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.clean:
         shutil.rmtree(BOOK / "_build", ignore_errors=True)
-    from tools import lecturers, slides
+    from tools import handouts, lecturers, slides
 
     slides.main(["--out", str(VENDOR.parent / "slides")])  # served as slides/<chapter>.slides.html
+    handouts.main(["--out", str(VENDOR.parent / "worksheets")])  # linked from lecturers' pages
+    write_quiz_pages()  # book/quizzes/*.md, from data/quizzes/*.yml
     lecturers.write_pages()  # book/lecturers/*.md and book/status.md, from the notebooks
     cmd = jupyter_book_command(args.strict, extra)
     print("== jupyter-book " + " ".join(cmd[1:]), flush=True)

@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = ROOT / "notebooks"
 KERNELSPEC = {"display_name": "Python 3", "language": "python", "name": "python3"}
 #: The kernel's environment, whatever the caller's: stored outputs are CPU outputs.
-KERNEL_ENV = {"COURSE_DEVICE": "cpu", "PYTHONHASHSEED": "0"}
+KERNEL_ENV = {"COURSE_DEVICE": "cpu", "PYTHONHASHSEED": "0", "COURSE_PROGRESS": "off"}
 
 
 def sources(names: list[str]) -> list[Path]:

@@ -34,8 +34,9 @@ def _heading_at(cell: nbformat.NotebookNode, prefix: str) -> int | None:
     return None if at < 0 else at + 1
 
 
-def worksheet(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
-    """The exercises of a chapter with the cells they need, without solutions or outputs."""
+def worksheet(nb: nbformat.NotebookNode, solutions: bool = False) -> nbformat.NotebookNode:
+    """The exercises of a chapter with the cells they need, without outputs and (unless
+    ``solutions``) without solutions: the key a lecturer grades against keeps them."""
     cells = [nbformat.from_dict(c) for c in nb.cells]
     first_code = next(i for i, c in enumerate(cells) if c.cell_type == "code")
     start = next(i for i, c in enumerate(cells) if _heading_at(c, "## Exercises") is not None)
@@ -54,13 +55,15 @@ def worksheet(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
     keep += cells[start:end]
     out = nbformat.from_dict(nb)
     out.cells = keep
-    return strip(out)
+    return strip(out, solutions=solutions)
 
 
-def strip(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
-    """Return a copy of ``nb`` without solution cells, outputs or widget state."""
+def strip(nb: nbformat.NotebookNode, solutions: bool = False) -> nbformat.NotebookNode:
+    """Return a copy of ``nb`` without outputs, widget state and (unless ``solutions``)
+    solution cells."""
     out = nbformat.from_dict(nb)
-    out.cells = [c for c in out.cells if TAG not in c.get("metadata", {}).get("tags", [])]
+    if not solutions:
+        out.cells = [c for c in out.cells if TAG not in c.get("metadata", {}).get("tags", [])]
     for cell in out.cells:
         if cell.cell_type == "code":
             cell.outputs = []
@@ -73,6 +76,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("names", nargs="*", help="chapters such as 01_matmul (default: all)")
     parser.add_argument("--out", type=Path, default=ROOT / "handouts", help="output folder")
+    parser.add_argument(
+        "--solutions",
+        action="store_true",
+        help="also write NN_topic_solutions.ipynb, the worksheet with its solutions (a key)",
+    )
     args = parser.parse_args(argv)
     notebooks = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
     if args.names:
@@ -84,8 +92,13 @@ def main(argv: list[str] | None = None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     for path in notebooks:
         target = args.out / f"{path.stem}_exercises.ipynb"
-        nbformat.write(worksheet(nbformat.read(path, as_version=4)), target)
+        chapter = nbformat.read(path, as_version=4)
+        nbformat.write(worksheet(chapter), target)
         print(f"{target}")
+        if args.solutions:
+            key = args.out / f"{path.stem}_solutions.ipynb"
+            nbformat.write(worksheet(chapter, solutions=True), key)
+            print(f"{key}")
     return 0
 
 

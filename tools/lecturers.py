@@ -196,8 +196,23 @@ def lecturer_page(ch: Chapter, notes: dict) -> str:
         f"The chapter: [{ch.title}](../../notebooks/{ch.name}.ipynb). "
         f'Slides: <a href="../../slides/{ch.name}.slides.html">the reveal.js deck</a> '
         "(or, live in JupyterLab, the RISE button in the notebook toolbar). "
-        f"Hand-out for the class: `./course handouts {ch.name}` writes "
-        f"`handouts/{ch.name}.ipynb` (the exercises, without solutions or outputs).",
+        f'Worksheet: <a href="../../worksheets/{ch.name}_exercises.ipynb">'
+        f"{ch.name}_exercises.ipynb</a> (the exercises, without solutions or outputs).",
+        "",
+        "## Hand out, collect and grade",
+        "",
+        f"1. Hand out: `./course handouts {ch.name}` writes `handouts/{ch.name}_exercises.ipynb` "
+        f"(the file linked above); `--solutions` also writes `{ch.name}_solutions.ipynb`, "
+        "the key, which passes every checked exercise.",
+        "2. Collect: each learner returns the worksheet notebook they worked in, named by "
+        "their login (e.g. `jdoe.ipynb`) in one folder.",
+        f"3. Grade: `./course grade {ch.name} submissions/*.ipynb --out grades.csv` runs each "
+        "submission in its own sandboxed process and writes one row per learner: pass or fail "
+        "for every exercise that has a checker, the checker's message for each failure, and "
+        "the time taken; the terminal shows how many passed each exercise and its most common "
+        "failure. `--gradescope gs/` and `--canvas canvas.csv` write files to upload. The "
+        "README's section on grading says what the sandbox does and does not guard against.",
+        "4. Learners who work on their own see their progress with `./course progress`.",
         "",
         "## Learning outcomes",
         "",
@@ -243,14 +258,22 @@ def index_page(chapters: list[Chapter]) -> str:
         "exercises (`./course handouts`). Each page below gives the outcomes, the time of every "
         "section, a lecture plan and the misconceptions to expect.",
         "",
-        "| chapter | core min | exercises | page | deck |",
-        "| --- | ---: | ---: | --- | --- |",
+        "**Running a class.** Hand out a chapter's worksheet (`./course handouts NN_topic`, or "
+        "the worksheet link in the table), collect the notebooks the learners return, and grade "
+        "them in one command: `./course grade NN_topic submissions/*.ipynb --out grades.csv` "
+        "(a CSV with pass or fail and the checker's message per exercise, a summary per "
+        "exercise, and optional Gradescope and Canvas files). Each chapter's page gives the "
+        "commands for that chapter.",
+        "",
+        "| chapter | core min | exercises | page | deck | worksheet |",
+        "| --- | ---: | ---: | --- | --- | --- |",
     ]
     for ch in chapters:
         core = sum(s.minutes for s in ch.sections if s.kind == "core")
         lines.append(
             f"| {ch.title} | {core} | {ch.exercises} | [notes]({ch.name}.md) | "
-            f'<a href="../../slides/{ch.name}.slides.html">deck</a> |'
+            f'<a href="../../slides/{ch.name}.slides.html">deck</a> | '
+            f'<a href="../../worksheets/{ch.name}_exercises.ipynb">worksheet</a> |'
         )
     return "\n".join(lines) + "\n"
 

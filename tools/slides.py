@@ -190,12 +190,143 @@ def plain_markdown(source: str, bib: dict[str, str]) -> str:
 
 
 def deck_notebook(nb: nbformat.NotebookNode, bib: dict[str, str]) -> nbformat.NotebookNode:
-    """The notebook the deck is made of: slide types set, skipped cells dropped, MyST plain."""
+    """The notebook the deck is made of: slide types set, skipped cells dropped, MyST plain,
+    and long slides split so that each fits the frame (:func:`split_long`)."""
     out = with_slides(nb)
     out.cells = [c for c in out.cells if c.metadata["slideshow"]["slide_type"] != "skip"]
     for cell in out.cells:
         if cell.cell_type == "markdown":
             cell.source = plain_markdown(cell.source, bib)
+    return split_long(out)
+
+
+# -- slides that fit the frame ---------------------------------------------------------------
+# Heights in lines of body text: a 1280 x 720 frame shows about FRAME lines of the deck's text
+# (measured in Chromium: tests/test_lab_slides.py checks every slide of every deck), and a slide
+# may be scaled down to MIN_SCALE to fit; beyond that it is split.
+FRAME = 17
+MIN_SCALE = 0.6
+BUDGET = FRAME / MIN_SCALE * 0.85  # a margin for the estimate's error
+CHARS_PER_LINE = 72
+OUTPUT_ONLY = (
+    "deck-output-only"  # a cell whose input the deck hides (its code is on the slide before)
+)
+
+
+def _text_lines(text: str, chars: int = CHARS_PER_LINE) -> float:
+    return sum(max(1, -(-len(line) // chars)) for line in text.splitlines())
+
+
+def cell_lines(cell: dict) -> float:
+    r"""An estimate of a cell's height on a slide, in lines of body text.
+
+    >>> cell_lines({"cell_type": "markdown", "source": "## A heading\n\nOne line."})
+    3.5
+    >>> cell_lines({"cell_type": "code", "source": "x = 1", "outputs": []})
+    1.6
+    """
+    source = cell["source"] if isinstance(cell["source"], str) else "".join(cell["source"])
+    if cell["cell_type"] == "markdown":
+        lines = 0.0
+        for line in source.splitlines():
+            if not line.strip():
+                lines += 0.5
+            elif line.lstrip().startswith("#"):
+                lines += 2.0
+            elif line.strip() == "$$":
+                lines += 0.75
+            else:
+                lines += _text_lines(line)
+        return lines
+    tags = cell.get("metadata", {}).get("tags", [])
+    lines = 0.0 if OUTPUT_ONLY in tags else 0.8 * len(source.splitlines()) + 0.8  # code is smaller
+    for out in cell.get("outputs", []):
+        data = out.get("data", {})
+        if out.get("output_type") == "stream":
+            text = out.get("text", "")
+            lines += 0.8 * _text_lines(text if isinstance(text, str) else "".join(text), 100)
+        elif "image/png" in data or "image/svg+xml" in data:
+            lines += 13.0
+        elif "application/vnd.jupyter.widget-view+json" in data or "text/html" in data:
+            lines += 10.0
+        elif "text/plain" in data:
+            text = data["text/plain"]
+            lines += 0.8 * _text_lines(text if isinstance(text, str) else "".join(text), 100)
+        elif out.get("output_type") == "error":
+            lines += 6.0
+    return lines
+
+
+def markdown_blocks(source: str) -> list[str]:
+    r"""A markdown cell cut where a slide may break: between paragraphs and between the items
+    of a list, never inside a fenced block or a display equation.
+
+    >>> markdown_blocks("Intro.\n\n- one\n- two\n\n$$\nx\n\ny\n$$")
+    ['Intro.', '- one', '- two', '$$\nx\n\ny\n$$']
+    """
+    blocks: list[list[str]] = [[]]
+    fence = None
+    for line in source.splitlines():
+        stripped = line.strip()
+        if fence is None:
+            if stripped.startswith(("```", "~~~", ":::")):
+                fence = stripped[:3]
+            elif stripped == "$$":
+                fence = "$$"
+            if fence is None and not stripped:
+                blocks.append([])
+                continue
+            if fence is None and re.match(r"([-*+]|\d+\.)\s", line) and blocks[-1]:
+                blocks.append([])
+        elif stripped.startswith(fence) and fence != "$$" or (fence == "$$" and stripped == "$$"):
+            fence = None
+            blocks[-1].append(line)
+            continue
+        blocks[-1].append(line)
+    return ["\n".join(b) for b in blocks if any(x.strip() for x in b)]
+
+
+def split_long(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
+    """A copy of a deck notebook in which no slide is estimated taller than BUDGET lines.
+
+    A long markdown cell is cut into its blocks (:func:`markdown_blocks`); then, slide by slide,
+    a cell that would overflow the running total starts a sub-slide of its own. A single cell
+    taller than the budget stays whole (the deck scales it down).
+    """
+    cells: list = []
+    for cell in nb.cells:
+        kind = cell.metadata.get("slideshow", {}).get("slide_type", "-")
+        if cell.cell_type == "markdown" and cell_lines(cell) > BUDGET / 2:
+            for i, block in enumerate(markdown_blocks(cell.source)):
+                part = nbformat.v4.new_markdown_cell(block)
+                part.metadata["slideshow"] = {"slide_type": kind if i == 0 else "-"}
+                cells.append(part)
+        elif cell.cell_type == "code" and cell_lines(cell) > BUDGET and cell.get("outputs"):
+            # the code on one slide, what it shows on the next (its input hidden there)
+            code = copy.deepcopy(cell)
+            code.outputs = []
+            shown = nbformat.v4.new_code_cell(cell.source, outputs=copy.deepcopy(cell.outputs))
+            shown.execution_count = cell.get("execution_count")
+            shown.metadata["tags"] = [OUTPUT_ONLY]
+            shown.metadata["slideshow"] = {"slide_type": "-"}
+            cells += [code, shown]
+        else:
+            cells.append(cell)
+    used = 0.0
+    for cell in cells:
+        show = cell.metadata.setdefault("slideshow", {})
+        height = cell_lines(cell)
+        if show.get("slide_type") in ("slide", "subslide"):
+            used = height
+        elif show.get("slide_type") in ("notes", "skip"):
+            continue
+        elif used + height > BUDGET and used > 0:
+            show["slide_type"] = "subslide"
+            used = height
+        else:
+            used += height
+    out = copy.deepcopy(nb)
+    out.cells = cells
     return out
 
 
@@ -205,10 +336,15 @@ def deck_notebook(nb: nbformat.NotebookNode, bib: dict[str, str]) -> nbformat.No
 def build_deck(src: Path, out_dir: Path, vendor: str = "../_vendor") -> tuple[Path, dict[str, int]]:
     """Write ``out_dir/<chapter>.slides.html``; ``vendor`` is the path from there to _vendor/."""
     from nbconvert import SlidesExporter
+    from traitlets.config import Config
 
     nb = nbformat.read(src, as_version=4)
     deck = deck_notebook(nb, read_bib())
+    config = Config(
+        {"TagRemovePreprocessor": {"remove_input_tags": {OUTPUT_ONLY}, "enabled": True}}
+    )
     exporter = SlidesExporter(
+        config=config,
         extra_template_basedirs=[str(TEMPLATE_DIR)],
         template_name="course_reveal",
         reveal_url_prefix=f"{vendor}/reveal.js",
@@ -225,7 +361,7 @@ def build_deck(src: Path, out_dir: Path, vendor: str = "../_vendor") -> tuple[Pa
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / f"{src.stem}.slides.html"
     path.write_text(body, encoding="utf-8")
-    return path, count_slides(with_slides(nb))
+    return path, count_slides(deck)
 
 
 def annotate(src: Path) -> int:

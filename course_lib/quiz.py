@@ -1,0 +1,271 @@
+"""Concept quizzes: one YAML file per chapter, shown as a widget in Jupyter and as a static page.
+
+A chapter's quiz lives in ``data/quizzes/NN_topic.yml``: a list of questions, each either
+
+* ``kind: choice``: a ``prompt`` and ``options``, each option with its ``text``, ``correct:
+  true`` on exactly one, and a ``why`` that says why it is right or wrong; or
+* ``kind: numeric``: a ``prompt``, the ``answer``, a ``tolerance`` (absolute), a ``why``, a
+  ``compute`` expression that ``course_lib`` evaluates (the tests hold ``answer`` equal to it),
+  and optionally ``mistakes``: common wrong values with the ``why`` of each.
+
+:func:`check_answer` grades one answer and says why; :func:`show` is the widget
+(``course_lib.quiz.show("02_softmax")`` in a notebook), :func:`page_html` the website's version
+(plain HTML and a small script, no kernel and no request off the page), built by
+``tools/build_book.py``.
+
+>>> q = {"kind": "numeric", "prompt": "2 + 2?", "answer": 4, "tolerance": 0, "why": "Sum."}
+>>> check_answer(q, 4)
+(True, 'Right. Sum.')
+>>> check_answer(q, 5)[0]
+False
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import math
+import re
+from pathlib import Path
+from typing import Any
+
+from course_lib.paths import data_path
+
+__all__ = ["check_answer", "load", "page_html", "quiz_names", "show", "validate"]
+
+
+def quiz_names() -> list[str]:
+    """The chapters that have a quiz, e.g. ``['01_matmul', ...]``."""
+    return sorted(p.stem for p in data_path("quizzes").glob("[0-9][0-9]_*.yml"))
+
+
+def load(chapter: str) -> list[dict[str, Any]]:
+    """A chapter's questions, validated (:func:`validate`)."""
+    import yaml
+
+    if not isinstance(chapter, str):
+        raise TypeError(
+            f"chapter must be a name such as '02_softmax', got {type(chapter).__name__}"
+        )
+    path = data_path("quizzes", f"{chapter}.yml", must_exist=False)
+    if not path.is_file():
+        raise ValueError(f"no quiz for chapter {chapter!r}; quizzes exist for {quiz_names()}")
+    questions = yaml.safe_load(path.read_text(encoding="utf-8"))["questions"]
+    validate(questions, where=path.name)
+    return questions
+
+
+def validate(questions: list[dict[str, Any]], where: str = "quiz") -> None:
+    """Raise ValueError naming the first question that is malformed."""
+    if not isinstance(questions, list) or not questions:
+        raise ValueError(f"{where}: expected a non-empty list of questions")
+    for i, q in enumerate(questions, 1):
+        at = f"{where}, question {i}"
+        if not str(q.get("prompt", "")).strip():
+            raise ValueError(f"{at}: no prompt")
+        if q.get("kind") == "choice":
+            options = q.get("options") or []
+            if len(options) < 2:
+                raise ValueError(f"{at}: a choice question needs at least two options")
+            if sum(bool(o.get("correct")) for o in options) != 1:
+                raise ValueError(f"{at}: exactly one option must be correct")
+            if any(
+                not str(o.get("why", "")).strip() or not str(o.get("text", "")) for o in options
+            ):
+                raise ValueError(f"{at}: every option needs a text and a why")
+        elif q.get("kind") == "numeric":
+            for key in ("answer", "tolerance", "why", "compute"):
+                if key not in q:
+                    raise ValueError(f"{at}: a numeric question needs {key!r}")
+            if not isinstance(q["answer"], int | float) or q["tolerance"] < 0:
+                raise ValueError(f"{at}: answer must be a number and tolerance >= 0")
+        else:
+            raise ValueError(f"{at}: kind must be 'choice' or 'numeric', got {q.get('kind')!r}")
+
+
+def check_answer(question: dict[str, Any], answer: Any) -> tuple[bool, str]:
+    """(right?, what to tell the learner) for one answer: an option's index or a number."""
+    if question["kind"] == "choice":
+        options = question["options"]
+        if not isinstance(answer, int) or not 0 <= answer < len(options):
+            raise ValueError(
+                f"answer must be an option index 0..{len(options) - 1}, got {answer!r}"
+            )
+        chosen = options[answer]
+        return bool(chosen.get("correct")), (
+            "Right. " if chosen.get("correct") else "Not quite. "
+        ) + str(chosen["why"]).strip()
+    try:
+        value = float(answer)
+    except (TypeError, ValueError):
+        return False, f"Enter a number (got {answer!r})."
+    if not math.isfinite(value):
+        return False, "Enter a finite number."
+    if abs(value - question["answer"]) <= question["tolerance"]:
+        return True, "Right. " + str(question["why"]).strip()
+    for wrong in question.get("mistakes", []):
+        if abs(value - wrong["value"]) <= max(question["tolerance"], 1e-9):
+            return False, "Not quite. " + str(wrong["why"]).strip()
+    return False, "Not quite: try again, or work it through on paper first."
+
+
+def _math_html(text: str) -> str:
+    """Escape text for HTML and turn $...$ into MathJax's \\(...\\), $$...$$ into \\[...\\]."""
+    out = html.escape(str(text).strip(), quote=False)
+    out = re.sub(r"\$\$(.+?)\$\$", r"\\[\1\\]", out, flags=re.S)
+    out = re.sub(r"(?<!\\)\$(.+?)(?<!\\)\$", r"\\(\1\\)", out)
+    out = re.sub(r"`([^`]+)`", r"<code>\1</code>", out)
+    return out.replace("\n\n", "<br><br>")
+
+
+QUIZ_JS = """
+(function () {
+  document.querySelectorAll(".course-quiz-q").forEach(function (q) {
+    var data = JSON.parse(q.getAttribute("data-quiz"));
+    var out = q.querySelector(".course-quiz-feedback");
+    function say(ok, text) {
+      out.innerHTML = text;  // the course's own HTML, made by course_lib.quiz at build time
+      out.className = "course-quiz-feedback " + (ok ? "right" : "wrong");
+      q.setAttribute("data-answered", ok ? "right" : "wrong");
+      if (window.MathJax && MathJax.typesetPromise) { MathJax.typesetPromise([out]); }
+    }
+    if (data.kind === "choice") {
+      q.querySelectorAll("button.course-quiz-option").forEach(function (b) {
+        b.addEventListener("click", function () {
+          var o = data.options[+b.getAttribute("data-index")];
+          say(o.correct, (o.correct ? "Right. " : "Not quite. ") + o.why);
+        });
+      });
+    } else {
+      q.querySelector("button.course-quiz-check").addEventListener("click", function () {
+        var raw = q.querySelector("input").value.trim(), v = Number(raw);
+        if (raw === "" || !isFinite(v)) { say(false, "Enter a number."); return; }
+        if (Math.abs(v - data.answer) <= data.tolerance) { say(true, "Right. " + data.why); return; }
+        for (var i = 0; i < data.mistakes.length; i++) {
+          var m = data.mistakes[i];
+          if (Math.abs(v - m.value) <= Math.max(data.tolerance, 1e-9)) {
+            say(false, "Not quite. " + m.why); return;
+          }
+        }
+        say(false, "Not quite: try again, or work it through on paper first.");
+      });
+    }
+  });
+})();
+"""
+
+QUIZ_CSS = """
+.course-quiz-q { border: 1px solid var(--pst-color-border, #ccc); border-radius: 6px;
+  padding: 0.6em 1em; margin: 1em 0; }
+.course-quiz-option { display: block; width: 100%; text-align: left; margin: 0.3em 0;
+  padding: 0.4em 0.7em; border: 1px solid var(--pst-color-border, #999); border-radius: 4px;
+  background: var(--pst-color-surface, #f7f7f7); color: var(--pst-color-text-base, #222);
+  cursor: pointer; }
+.course-quiz-feedback { margin-top: 0.5em; font-weight: 500; min-height: 1.2em; }
+.course-quiz-feedback.right { color: var(--pst-color-success-text, #0a5c2a); }
+.course-quiz-feedback.wrong { color: var(--pst-color-danger-text, #8a1c14); }
+"""
+
+
+def _payload(q: dict[str, Any]) -> dict[str, Any]:
+    """What the page's script needs to grade a question (the texts it shows, plain)."""
+    if q["kind"] == "choice":
+        return {
+            "kind": "choice",
+            "options": [
+                {"correct": bool(o.get("correct")), "why": _math_html(o["why"])}
+                for o in q["options"]
+            ],
+        }
+    return {
+        "kind": "numeric",
+        "answer": q["answer"],
+        "tolerance": q["tolerance"],
+        "why": _math_html(q["why"]),
+        "mistakes": [
+            {"value": m["value"], "why": _math_html(m["why"])} for m in q.get("mistakes", [])
+        ],
+    }
+
+
+def question_html(q: dict[str, Any], number: int) -> str:
+    """One question as static HTML (graded by QUIZ_JS)."""
+    data = html.escape(json.dumps(_payload(q)), quote=True)
+    parts = [
+        f'<div class="course-quiz-q" id="quiz-q{number}" data-quiz="{data}">',
+        f"<p><strong>Question {number}.</strong> {_math_html(q['prompt'])}</p>",
+    ]
+    if q["kind"] == "choice":
+        for i, o in enumerate(q["options"]):
+            parts.append(
+                f'<button type="button" class="course-quiz-option" data-index="{i}">'
+                f"{_math_html(o['text'])}</button>"
+            )
+    else:
+        parts.append(
+            f'<label>Your answer: <input type="text" inputmode="decimal" '
+            f'aria-label="answer to question {number}"></label> '
+            '<button type="button" class="course-quiz-check">Check</button>'
+        )
+    parts.append('<div class="course-quiz-feedback" role="status" aria-live="polite"></div>')
+    parts.append("</div>")
+    return "\n".join(parts)
+
+
+def page_html(chapter: str) -> str:
+    """The body of a chapter's quiz page: every question, its style and its script."""
+    questions = load(chapter)
+    body = "\n".join(question_html(q, i) for i, q in enumerate(questions, 1))
+    return f"<style>{QUIZ_CSS}</style>\n{body}\n<script>{QUIZ_JS}</script>"
+
+
+def show(chapter: str):
+    """The quiz as ipywidgets: pick or type an answer, press Check, read why."""
+    import ipywidgets as w
+
+    rows = []
+    for i, q in enumerate(load(chapter), 1):
+        prompt = w.HTMLMath(f"<b>Question {i}.</b> {_math_html(q['prompt'])}")
+        if q["kind"] == "choice":
+            control = w.RadioButtons(
+                options=[(o["text"], k) for k, o in enumerate(q["options"])],
+                value=None,
+                layout=w.Layout(width="auto"),
+            )
+        else:
+            control = w.Text(placeholder="a number", description="answer")
+        button = w.Button(description="Check")
+        feedback = w.HTMLMath()
+
+        def on_click(_, q=q, control=control, feedback=feedback):
+            if control.value is None or control.value == "":
+                feedback.value = "Choose or type an answer first."
+                return
+            ok, text = check_answer(q, control.value)
+            colour = "#0a5c2a" if ok else "#8a1c14"
+            feedback.value = f'<span style="color:{colour}">{_math_html(text)}</span>'
+
+        button.on_click(on_click)
+        rows.append(w.VBox([prompt, control, button, feedback]))
+    return w.VBox(rows)
+
+
+def write_pages(out: Path, titles: dict[str, str]) -> list[Path]:
+    """``out/NN_topic.md`` for every chapter with a quiz (the website's quiz pages)."""
+    out.mkdir(parents=True, exist_ok=True)
+    written = []
+    for name in quiz_names():
+        title = titles.get(name, name)
+        text = (
+            "<!-- generated by tools/build_book.py from data/quizzes/"
+            f"{name}.yml: edit that file -->\n"
+            f"# Quiz: {title}\n\n"
+            "Pick an answer (or type a number) and press it: the page says whether it is right "
+            "and why. Nothing is sent anywhere. In JupyterLab the same quiz is "
+            f'`course_lib.quiz.show("{name}")`.\n\n'
+            f"```{{raw}} html\n{page_html(name)}\n```\n"
+        )
+        path = out / f"{name}.md"
+        path.write_text(text, encoding="utf-8")
+        written.append(path)
+    return written
