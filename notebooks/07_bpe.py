@@ -256,11 +256,11 @@ for s in ["Hello world! It's 2024.", "one   two", "  indented\tand  spaced  "]:
 # ```{exercise} Write GPT-2's pattern
 # :label: ex-bpe-pattern
 #
-# Write the six rules above as one regular expression `PATTERN` for the `regex` module (which
-# knows `\p{L}` and `\p{N}`; alternatives `a|b` are tried left to right; `(?!...)` is a
-# look-ahead). The checker cuts eleven texts you have not seen (German, Greek, Chinese,
-# Korean, code, numbers, emoji, trailing spaces) with your pattern and with GPT-2's, and names
-# what differs. About 8 minutes.
+# Write the six rules of section 7.5 as one regular expression `PATTERN` for the `regex`
+# module (which knows `\p{L}` and `\p{N}`; alternatives `a|b` are tried left to right;
+# `(?!...)` is a look-ahead). The checker cuts eleven texts you have not seen (German, Greek,
+# Chinese, Korean, code, numbers, emoji, trailing spaces) with your pattern and with GPT-2's,
+# and names what differs. About 8 minutes.
 # ```
 
 # %% tags=["worksheet"]

@@ -2,10 +2,11 @@
 
 A text is cut at its allowed special tokens (each becomes one id; see :meth:`Tokenizer.encode`
 for the allow-list, as in tiktoken, that keeps user text from injecting control tokens), the
-rest is pre-tokenised with GPT-2's pattern, and each piece is encoded on its own: start from its UTF-8 bytes and apply the merges
-in the order they were learned (always the earliest-learned pair present first), which
-reproduces the training. Decoding concatenates the tokens' bytes; a sequence that ends inside a
-multi-byte character decodes with U+FFFD for the broken part (``errors="replace"``).
+rest is pre-tokenised with GPT-2's pattern, and each piece is encoded on its own: start from its
+UTF-8 bytes and apply the merges in the order they were learned (always the earliest-learned
+pair present first), which reproduces the training. Decoding concatenates the tokens' bytes; a
+sequence that ends inside a multi-byte character decodes with U+FFFD for the broken part
+(``errors="replace"``).
 
 GPT-2 stores its vocabulary as *strings*: :func:`bytes_to_unicode` maps the 256 byte values to
 printable characters (printable bytes to themselves, the others to code points from 256 on), so
