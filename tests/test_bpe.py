@@ -189,6 +189,21 @@ def test_hf_bpe_learns_almost_the_same_vocabulary():
     assert len(ours & theirs) / len(ours) > 0.9
 
 
+def test_subword_comparison_counts_the_same_lines_with_and_without_white_space_tokens():
+    from course_lib.bpe.alternatives import compare_subword_methods
+
+    text = sample(130_000)
+    table = compare_subword_methods(text[:100_000], text[100_000:110_000], vocab_size=400)
+    assert list(table) == ["BPE (course)", "WordPiece", "Unigram"]
+    for row in table.values():
+        assert 1 < row["without white-space tokens"] <= row["tokens per word"] < 4
+        assert 0 < row["vocabulary used"] <= 1
+    wordpiece = table["WordPiece"]  # WordPiece never makes a token of white space
+    assert wordpiece["without white-space tokens"] == wordpiece["tokens per word"]
+    with pytest.raises(ValueError, match="no words"):
+        compare_subword_methods(text[:1000], "  ", vocab_size=300)
+
+
 # --- analysis and exercises ----------------------------------------------------------------
 def test_compression_grows_with_the_vocabulary():
     text = sample(130_000)
