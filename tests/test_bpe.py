@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import pytest
+import regex
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -15,7 +16,7 @@ from course_lib.bpe.gpt2_files import ENDOFTEXT, load_gpt2, load_tiktoken
 from course_lib.bpe.readable import merge_word, train_bpe_reference
 from course_lib.bpe.tokenizer import Tokenizer, bytes_to_unicode, unicode_to_bytes
 from course_lib.bpe.toy import TOY_VOCAB, trace
-from course_lib.bpe.train import count_words, train_bpe, train_bpe_words
+from course_lib.bpe.train import GPT2_PATTERN, count_words, train_bpe, train_bpe_words
 
 GPT2 = load_gpt2()
 TIKTOKEN = load_tiktoken()
@@ -133,7 +134,40 @@ def test_encode_iterable_equals_encode(lines):
     assert list(GPT2.encode_iterable(pieces)) == GPT2.encode(text)
 
 
+@settings(max_examples=100)
+@given(parts=st.lists(st.sampled_from(["a", " ", "<|endoftext|>", "<|end", "é"]), max_size=8))
+def test_allowed_special_works_as_tiktokens(parts):
+    """Allowed: one id; disallowed: ValueError; neither: plain text, as tiktoken does."""
+    text = "".join(parts)
+    assert GPT2.encode(text, allowed_special={ENDOFTEXT}) == TIKTOKEN.encode(
+        text, allowed_special={ENDOFTEXT}
+    )
+    as_text = TIKTOKEN.encode(text, disallowed_special=())
+    assert GPT2.encode(text, allowed_special=set(), disallowed_special=()) == as_text
+    if ENDOFTEXT in text:
+        with pytest.raises(ValueError, match="special token '<.endoftext.>'"):
+            GPT2.encode(text, allowed_special=set())
+        with pytest.raises(ValueError):
+            TIKTOKEN.encode(text)
+    else:
+        assert GPT2.encode(text, allowed_special=set()) == TIKTOKEN.encode(text)
+
+
+def test_allowed_special_by_hand():
+    tok = Tokenizer({i: bytes([i]) for i in range(256)}, [], special_tokens=["<a>", "<b>"])
+    assert tok.encode("<a><b>", allowed_special={"<b>"}, disallowed_special=()) == [*b"<a>", 257]
+    with pytest.raises(ValueError, match="'<a>', which allowed_special does not allow"):
+        tok.encode("<a><b>", allowed_special={"<b>"})
+    assert tok.encode("<a>x", allowed_special={"<b>"}, disallowed_special={"<b>"}) == [*b"<a>x"]
+
+
 def test_tokenizer_bad_input():
+    with pytest.raises(ValueError, match="names '<s>', which is not a special token"):
+        GPT2.encode("x", allowed_special={"<s>"})
+    with pytest.raises(TypeError, match='allowed_special must be "all" or a set'):
+        GPT2.encode("x", allowed_special=ENDOFTEXT)
+    with pytest.raises(TypeError, match='disallowed_special must be "all" or a set'):
+        GPT2.encode("x", disallowed_special=None)
     with pytest.raises(TypeError, match="text must be a str"):
         GPT2.encode(b"bytes")
     with pytest.raises(ValueError, match="id 99999 is not in the vocabulary"):
@@ -155,6 +189,21 @@ def test_hf_bpe_learns_almost_the_same_vocabulary():
     assert len(ours & theirs) / len(ours) > 0.9
 
 
+def test_subword_comparison_counts_the_same_lines_with_and_without_white_space_tokens():
+    from course_lib.bpe.alternatives import compare_subword_methods
+
+    text = sample(130_000)
+    table = compare_subword_methods(text[:100_000], text[100_000:110_000], vocab_size=400)
+    assert list(table) == ["BPE (course)", "WordPiece", "Unigram"]
+    for row in table.values():
+        assert 1 < row["without white-space tokens"] <= row["tokens per word"] < 4
+        assert 0 < row["vocabulary used"] <= 1
+    wordpiece = table["WordPiece"]  # WordPiece never makes a token of white space
+    assert wordpiece["without white-space tokens"] == wordpiece["tokens per word"]
+    with pytest.raises(ValueError, match="no words"):
+        compare_subword_methods(text[:1000], "  ", vocab_size=300)
+
+
 # --- analysis and exercises ----------------------------------------------------------------
 def test_compression_grows_with_the_vocabulary():
     text = sample(130_000)
@@ -166,20 +215,6 @@ def test_compression_grows_with_the_vocabulary():
 
 
 def test_checkers_accept_solutions_and_name_mistakes():
-    from collections import Counter
-
-    def count_pairs(ws):
-        out = Counter()
-        for w, f in ws.items():
-            for p in zip(w, w[1:], strict=False):
-                out[p] += f
-        return dict(out)
-
-    assert check.count_pairs(count_pairs)
-    unweighted = check.count_pairs(
-        lambda ws: dict(Counter(p for w in ws for p in zip(w, w[1:], strict=False)))
-    )
-    assert not unweighted and "add the word's count" in str(unweighted)
     assert check.merge_pair(lambda ids, pair, new: list(merge_word(tuple(ids), pair, new)))
 
     def overlapping(ids, pair, new):
@@ -191,15 +226,71 @@ def test_checkers_accept_solutions_and_name_mistakes():
 
     assert "non-overlapping" in str(check.merge_pair(overlapping))
 
-    def encode(word, merges):
-        parts = [word[i : i + 1] for i in range(len(word))]
-        for a, b in merges:
-            parts = list(merge_word(tuple(parts), (a, b), a + b))
-        return parts
 
-    assert check.encode_word(encode)
-    reverse = check.encode_word(lambda w, m: encode(w, m[::-1]))
-    assert not reverse and "earliest first" in str(reverse)
+def test_pattern_checker_accepts_gpt2s_pattern_and_names_the_known_mistakes():
+    assert check.gpt2_pattern(GPT2_PATTERN)
+    no_lookahead = GPT2_PATTERN.replace(r"|\s+(?!\S)", "")
+    assert "\\s+(?!\\S) is missing" in str(check.gpt2_pattern(no_lookahead))
+    gpt4_digits = GPT2_PATTERN.replace(r" ?\p{N}+", r"\p{N}{1,3}")
+    assert "at most three digits" in str(check.gpt2_pattern(gpt4_digits))
+    ascii_letters = GPT2_PATTERN.replace(r"\p{L}+", "[a-zA-Z]+")
+    assert "'Ü' is in no piece" in str(check.gpt2_pattern(ascii_letters))
+    assert "(?:...)" in str(check.gpt2_pattern(r"(\S+)|\s+"))
+    assert "does not compile" in str(check.gpt2_pattern("(")) and not check.gpt2_pattern(3)
+
+
+def _learner_encoder(pattern=GPT2_PATTERN, guard=True):
+    """A solution written as the chapter asks, from the ranks alone."""
+
+    def encode_piece(piece):
+        parts = [bytes([b]) for b in piece]
+        while len(parts) > 1:
+            rank, i = min(
+                (GPT2.ranks.get(p, 10**9), i)
+                for i, p in enumerate(zip(parts, parts[1:], strict=False))
+            )
+            if rank == 10**9:
+                break
+            parts[i : i + 2] = [parts[i] + parts[i + 1]]
+        return [GPT2.ids[p] for p in parts]
+
+    def encode(text, allowed_special=frozenset()):
+        if guard and ENDOFTEXT in text and ENDOFTEXT not in allowed_special:
+            raise ValueError("not allowed")
+        ids = []
+        for chunk in text.split(ENDOFTEXT) if allowed_special or not guard else [text]:
+            for piece in regex.findall(pattern, chunk):
+                ids.extend(encode_piece(piece.encode("utf-8")))
+            ids.append(50256)
+        return ids[:-1]
+
+    return encode
+
+
+def test_tokenizer_checker_accepts_a_solution_and_names_the_known_mistakes():
+    def decode(ids):
+        return b"".join(GPT2.vocab[i] for i in ids).decode("utf-8", errors="replace")
+
+    assert check.gpt2_tokenizer(_learner_encoder(), decode)
+    by_freq = check.gpt2_tokenizer(
+        lambda t, allowed_special=(): check.encode_by_frequency(t), decode
+    )
+    assert "lowest rank" in str(by_freq)
+    no_lookahead = _learner_encoder(GPT2_PATTERN.replace(r"|\s+(?!\S)", ""))
+    assert "lacks the branch" in str(check.gpt2_tokenizer(no_lookahead, decode))
+    per_token = check.gpt2_tokenizer(
+        _learner_encoder(),
+        lambda ids: "".join(GPT2.vocab[i].decode("utf-8", "replace") for i in ids),
+    )
+    assert "join the bytes" in str(per_token)
+    injectable = check.gpt2_tokenizer(_learner_encoder(guard=False), decode)
+    assert "control id 50256" in str(injectable)
+
+
+def test_frequency_and_rank_disagree_where_a_piece_repeats_a_pair():
+    assert check.frequency_vs_rank("hahahaha") and check.frequency_vs_rank(" 1000000")
+    assert not check.frequency_vs_rank("hello") and not check.frequency_vs_rank(None)
+    assert check.encode_by_frequency("hello world") == TIKTOKEN.encode("hello world")
 
 
 def test_merges_explorer_responds_to_its_controls():

@@ -1,17 +1,22 @@
 """The other two subword algorithms users meet, compared with BPE on the same text.
 
-* **WordPiece** (BERT; Schuster and Nakajima 2012; Wu et al. 2016) grows the vocabulary like BPE,
-  but merges the pair with the best *likelihood gain*, ``count(ab) / (count(a) count(b))``,
-  rather than the most frequent one, and marks word-internal pieces with ``##``; encoding is
-  greedy longest-match from the left.
+* **WordPiece** (Schuster and Nakajima 2012; BERT's release) grows the vocabulary like BPE, but
+  merges the pair with the highest score ``count(ab) / (count(a) count(b))``, a pointwise mutual
+  information ratio, rather than the most frequent one. (The gain in likelihood of a unigram
+  model from the merge is about ``count(ab) * log(count(ab) N / (count(a) count(b)))``,
+  frequency times PMI; the ratio, as Hugging Face's trainer computes it, drops the frequency.)
+  BERT's release marks word-internal pieces with ``##`` (GNMT instead marks word *starts* with
+  ``_``); encoding is greedy longest-match from the left.
 * **Unigram** (SentencePiece; Kudo 2018) goes the other way: it starts from a large set of
   candidate pieces, fits a unigram language model over them with EM (each word's segmentations
   form a lattice), and prunes the pieces whose removal costs the least likelihood; encoding is
-  the most probable segmentation (Viterbi).
+  the most probable segmentation (Viterbi). SentencePiece writes a space as ``▁``, kept with the
+  word that follows, and ``Metaspace`` splits on white space only, not on punctuation.
 
 Both are used here through Hugging Face ``tokenizers`` (clearly labelled: the course implements
 BPE itself; chapter 9 implements WordPiece), trained on the same text with the same vocabulary
-size, and compared by tokens per word and how much of their vocabulary they use.
+size, and compared on the same lines by tokens per word (with and without the tokens that are
+white space only) and how much of their vocabulary they use.
 """
 
 from __future__ import annotations
@@ -56,24 +61,43 @@ def hf_tokenizer(method: str, text: str, vocab_size: int) -> HFTokenizer:
     return tok
 
 
+def _spaces_only(token: str) -> bool:
+    """A token that stands for white space only (a byte-level space or newline, or ``▁``)."""
+    return token.strip(" \t\r\n▁") == ""
+
+
 def compare_subword_methods(train_text: str, test_text: str, vocab_size: int = 2000) -> dict:
-    """For BPE (ours), WordPiece and Unigram: tokens per word on ``test_text`` and the share of
-    the vocabulary the test text uses."""
+    """For BPE (ours), WordPiece and Unigram, each encoding the lines of ``test_text``: tokens
+    per word, the same without tokens that are white space only, and the share of the
+    vocabulary used.
+
+    >>> sorted(compare_subword_methods("a b ab abc " * 50, "ab abc", 300)["Unigram"])
+    ['tokens per word', 'vocabulary used', 'without white-space tokens']
+    """
+    if not isinstance(train_text, str) or not isinstance(test_text, str):
+        raise TypeError("train_text and test_text must be str")
+    lines = test_text.splitlines()
     words = len(test_text.split())
+    if not words:
+        raise ValueError("test_text has no words")
     ours = tokenizer_from_merges(train_bpe_words(count_words([train_text]), vocab_size - 256))
-    ids = ours.encode(test_text)
+    ids = [i for line in lines for i in ours.encode(line)]
     out = {
         "BPE (course)": {
             "tokens per word": len(ids) / words,
+            "without white-space tokens": sum(not _spaces_only(ours.decode([i])) for i in ids)
+            / words,
             "vocabulary used": len(set(ids)) / len(ours.vocab),
         }
     }
     for method, label in (("wordpiece", "WordPiece"), ("unigram", "Unigram")):
         tok = hf_tokenizer(method, train_text, vocab_size)
-        enc = tok.encode_batch(test_text.splitlines())
+        enc = tok.encode_batch(lines)
         all_ids = [i for e in enc for i in e.ids]
+        tokens = [t for e in enc for t in e.tokens]
         out[label] = {
             "tokens per word": len(all_ids) / words,
+            "without white-space tokens": sum(not _spaces_only(t) for t in tokens) / words,
             "vocabulary used": len(Counter(all_ids)) / tok.get_vocab_size(),
         }
     return out

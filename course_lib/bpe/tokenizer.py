@@ -1,10 +1,12 @@
 """Byte-level BPE as GPT-2 does it: encode text to ids with learned merges, and back.
 
-A text is cut at its special tokens (each becomes one id), the rest is pre-tokenised with GPT-2's
-pattern, and each piece is encoded on its own: start from its UTF-8 bytes and apply the merges
-in the order they were learned (always the earliest-learned pair present first), which
-reproduces the training. Decoding concatenates the tokens' bytes; a sequence that ends inside a
-multi-byte character decodes with U+FFFD for the broken part (``errors="replace"``).
+A text is cut at its allowed special tokens (each becomes one id; see :meth:`Tokenizer.encode`
+for the allow-list, as in tiktoken, that keeps user text from injecting control tokens), the
+rest is pre-tokenised with GPT-2's pattern, and each piece is encoded on its own: start from its
+UTF-8 bytes and apply the merges in the order they were learned (always the earliest-learned
+pair present first), which reproduces the training. Decoding concatenates the tokens' bytes; a
+sequence that ends inside a multi-byte character decodes with U+FFFD for the broken part
+(``errors="replace"``).
 
 GPT-2 stores its vocabulary as *strings*: :func:`bytes_to_unicode` maps the 256 byte values to
 printable characters (printable bytes to themselves, the others to code points from 256 on), so
@@ -21,7 +23,7 @@ printable characters (printable bytes to themselves, the others to code points f
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 
 from course_lib.bpe.train import _GPT2, split_on_specials
 
@@ -121,19 +123,65 @@ class Tokenizer:
             self._cache[piece] = out
         return out
 
-    def encode(self, text: str) -> list[int]:
-        """The ids of ``text``; special tokens are never split."""
+    def encode(
+        self,
+        text: str,
+        *,
+        allowed_special: str | Collection[str] = "all",
+        disallowed_special: str | Collection[str] = "all",
+    ) -> list[int]:
+        """The ids of ``text``; an allowed special token is one id, never split.
+
+        ``allowed_special`` names the special tokens that ``text`` may contain as control tokens
+        (``"all"``, the default, allows every special token of this tokenizer: the course encodes
+        its own training text). For text a user typed, pass ``allowed_special=set()``: then a
+        special token in the text raises ``ValueError``, as tiktoken does by default, or, with
+        ``disallowed_special=()``, is encoded as ordinary text. ``disallowed_special`` names
+        the special tokens that raise (``"all"``: every one that is not allowed).
+
+        >>> tok = Tokenizer({i: bytes([i]) for i in range(256)}, [], special_tokens=["<eos>"])
+        >>> tok.encode("a<eos>")
+        [97, 256]
+        >>> tok.encode("a<eos>", allowed_special=set(), disallowed_special=())
+        [97, 60, 101, 111, 115, 62]
+        >>> tok.encode("a<eos>", allowed_special=set())
+        Traceback (most recent call last):
+        ...
+        ValueError: text contains the special token '<eos>', which allowed_special does not allow: pass allowed_special={'<eos>'} to encode it as a control token, or disallowed_special=() to encode it as plain text
+        """
         if not isinstance(text, str):
             raise TypeError(f"text must be a str, got {type(text).__name__}")
-        specials = set(self.special_tokens)
+        allowed = self._specials(allowed_special, "allowed_special")
+        disallowed = self._specials(disallowed_special, "disallowed_special") - allowed
+        for s in sorted(disallowed):
+            if s in text:
+                raise ValueError(
+                    f"text contains the special token {s!r}, which allowed_special does not "
+                    f"allow: pass allowed_special={{{s!r}}} to encode it as a control token, or "
+                    "disallowed_special=() to encode it as plain text"
+                )
         ids: list[int] = []
-        for chunk in split_on_specials(text, self.special_tokens):
-            if chunk in specials:
+        for chunk in split_on_specials(text, sorted(allowed)):
+            if chunk in allowed:
                 ids.append(self.ids[chunk.encode("utf-8")])
                 continue
             for m in _GPT2.findall(chunk):
                 ids.extend(self._encode_piece(m.encode("utf-8")))
         return ids
+
+    def _specials(self, which: str | Collection[str], name: str) -> set[str]:
+        """``"all"`` or a collection of this tokenizer's special tokens, as a set."""
+        if which == "all":
+            return set(self.special_tokens)
+        if isinstance(which, str) or not isinstance(which, Collection):
+            raise TypeError(f'{name} must be "all" or a set of special tokens, got {which!r}')
+        unknown = sorted(set(which) - set(self.special_tokens))
+        if unknown:
+            raise ValueError(
+                f"{name} names {unknown[0]!r}, which is not a special token of this tokenizer "
+                f"(its special tokens: {self.special_tokens})"
+            )
+        return set(which)
 
     def encode_iterable(self, lines: Iterable[str]) -> Iterator[int]:
         """Encode a stream of text (a file opened for reading, line by line) lazily.
