@@ -367,3 +367,47 @@ def test_chapter_from_file_url(browser, site: Path) -> None:
         check_page(visit, page, f"{page_id(page)}-file")
     finally:
         visit.close()
+
+
+# -- the whole course as one PDF (tools/pdf.py) ------------------------------------------------
+
+
+@pytest.mark.book
+def test_the_course_as_one_pdf(site: Path) -> None:
+    """course.pdf: the book's pages in order, math typeset, every figure present, no solution."""
+    from pypdf import PdfReader
+
+    from tools.pdf import pages_in_order
+
+    reader = PdfReader(site / "course.pdf")
+    import unicodedata
+
+    # NFKC undoes the typesetter's ligatures ("ﬁ" -> "fi")
+    texts = [unicodedata.normalize("NFKC", page.extract_text() or "") for page in reader.pages]
+    outline = [item.title for item in reader.outline]
+    assert len(outline) == len(pages_in_order()), outline
+    starts, at = [], 0
+    for name in sorted(p.stem for p in (ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")):
+        nb = json.loads((ROOT / "notebooks" / f"{name}.ipynb").read_text())
+        title = "".join(nb["cells"][0]["source"]).splitlines()[0].lstrip("# ").strip()
+        words = title.split()[:3]
+        found = next((i for i in range(at, len(texts)) if all(w in texts[i] for w in words)), None)
+        assert found is not None, f"{name} ({title!r}) is not in the PDF after page {at}"
+        starts.append(found)
+        at = found
+    assert starts == sorted(starts), "the chapters are out of order"
+    whole = "\n".join(texts)
+    prose = [ln for ln in whole.splitlines() if not ln.lstrip().startswith("#")]  # not code
+    raw = [ln for ln in prose if "$$" in ln or "\\begin{" in ln]
+    assert not raw, f"raw TeX in the PDF (math not typeset): {raw[:3]}"
+    # solutions are folded on the site, so the print leaves them out (chapter 1's first one)
+    assert "Exercise 1.1" in whole or "The product from outer products" in whole
+    assert "out += np.outer(X[:, l], Y[l, :])" not in whole
+    figures = 0
+    for path in sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")):
+        for cell in json.loads(path.read_text())["cells"]:
+            if "solution" in cell.get("metadata", {}).get("tags", []):
+                continue
+            figures += sum("image/png" in o.get("data", {}) for o in cell.get("outputs", []))
+    images = sum(len(page.images) for page in reader.pages)
+    assert images >= figures, f"{images} images in the PDF, {figures} figures in the chapters"

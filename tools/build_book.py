@@ -336,6 +336,18 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--clean", action="store_true", help="delete book/_build before building")
     parser.add_argument(
+        "--pdf",
+        action="store_true",
+        default=True,
+        help="also print course.pdf, the whole course as one PDF (tools/pdf.py; the default)",
+    )
+    parser.add_argument(
+        "--no-pdf",
+        dest="pdf",
+        action="store_false",
+        help="skip course.pdf, the whole course as one PDF printed from the site (tools/pdf.py)",
+    )
+    parser.add_argument(
         "--assets-only",
         action="store_true",
         help="only download (once) and unpack the offline web assets; part of ./course's set-up",
@@ -367,6 +379,11 @@ def main(argv: list[str] | None = None) -> int:
     if remote and args.strict:
         return 1
     print(f"built {_rel(HTML / 'index.html')} in {seconds:.0f} s (offline, strict={args.strict})")
+    if args.pdf:
+        from tools.pdf import build_pdf
+
+        out, pages, pdf_seconds = build_pdf(HTML)
+        print(f"built {_rel(out)}: {pages} pages in {pdf_seconds:.0f} s")
     return 0
 
 
