@@ -35,8 +35,9 @@
 #   the memory per parameter.
 #
 # **Assumes**: chapters 1 and 2 only (it can be read right after chapter 2), binary numbers,
-# and what a gradient is. **Core path**: about 48 minutes (sections marked core); the optional
-# sections add about 22 minutes, the exercises about 40.
+# and what a gradient is. **Core path**: about 48 minutes of sections, and about 58 with the two
+# exercises marked core; the optional sections add about 22 minutes, the optional exercises about
+# 30.
 #
 # The chapter follows section 15 of the lecture notes {cite}`strabel2023transformers` (the
 # binary32 layout and its worked example) and their bfloat16 figure (figure 13, in section 11),
@@ -1040,7 +1041,7 @@ assert notes_formula(landmarks["one"]) == 1.0 and notes_formula(0) != 0.0
 # including edge cases, and says what is wrong. Replace the body of the stub and run the cell.
 # Solutions are folded below each exercise (on the website) or in cells tagged `solution`.
 #
-# ```{exercise} Decode a bfloat16 by hand
+# ```{exercise} Core: decode a bfloat16 by hand
 # :label: ex-formats-decode
 #
 # Write `decode_bf16(bits)` that returns the value (a Python float) of a 16-bit bfloat16 pattern
@@ -1082,7 +1083,7 @@ check.decode_bfloat16(decode_bf16, require=True)
 # ```
 
 # %% [markdown]
-# ```{exercise} float16's largest value
+# ```{exercise} Optional: float16's largest value
 # :label: ex-formats-largest
 #
 # Write `largest_finite(E, M)` that returns the largest finite value of an IEEE-style format
@@ -1121,7 +1122,7 @@ check.largest_finite(largest_finite, require=True)
 # ```
 
 # %% [markdown]
-# ```{exercise} Absmax int8 quantisation
+# ```{exercise} Optional: absmax int8 quantisation
 # :label: ex-formats-absmax
 #
 # Write `absmax_int8(W, block_size)` for a 1-D NumPy array `W` whose length is a multiple of
@@ -1160,7 +1161,7 @@ check.absmax_int8(absmax_int8, require=True)
 # ```
 
 # %% [markdown]
-# ```{exercise} Predict, then check: one plus a little in bfloat16
+# ```{exercise} Core, predict then check: one plus a little in bfloat16
 # :label: ex-formats-predict
 #
 # What is $1 + 2^{-8}$ when the result is rounded to bfloat16? And $1 + 3 \cdot 2^{-9}$? Write the
@@ -1187,7 +1188,7 @@ assert check_prediction(prediction, actual, what="the two bfloat16 values", rtol
 # ```
 
 # %% [markdown]
-# ```{exercise} Predict, then check: a 7-billion-parameter model on one GPU
+# ```{exercise} Optional, predict then check: a 7-billion-parameter model on one GPU
 # :label: ex-formats-model
 #
 # A model has $7 \times 10^9$ weights. How many gigabytes ($10^9$ bytes) do they take in
@@ -1225,7 +1226,7 @@ assert check_prediction(prediction, actual, what="the weights' memory in GB").pa
 # weights and trains small adapters instead (QLoRA).
 
 # %% [markdown]
-# ```{exercise} Why keep float32's exponent?
+# ```{exercise} Optional: why keep float32's exponent?
 # :label: ex-formats-concept
 #
 # bfloat16 and float16 both use 16 bits. bfloat16 gives 3 fraction bits to the exponent.
