@@ -239,7 +239,7 @@ print(len(train_pairs), "training comparisons, for example", train_pairs[:3])
 # %%
 reward_model, rm_losses = P.train_reward_model(policy, train_pairs, steps=200, lr=1e-3)
 rm_accuracy = P.pair_accuracy(reward_model, held_out_pairs)
-print(f"RM loss {rm_losses[0]:.3f} -> {np.mean(rm_losses[-10:]):.2f} (mean of the last 10 steps)")
+print(f"RM loss {rm_losses[0]:.3f} -> {np.mean(rm_losses[-10:]):.1f} (mean of the last 10 steps)")
 print(f"held-out comparisons ranked right: {rm_accuracy:.2f}")
 assert np.mean(rm_losses[-10:]) < rm_losses[0] and rm_accuracy > 0.5  # it learned something
 
