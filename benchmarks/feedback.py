@@ -1,74 +1,51 @@
 """Learning from human feedback (Chapter 10): PPO against DPO over seeds, with seconds per step.
 
-All runs start from the same SFT policy (the chapter's 2-layer GPT of width 32, 60 SFT steps on
-300 words) and are section 10.6's seed study (:func:`course_lib.feedback.study.seed_study`):
-per seed, PPO with GAE and a value head, PPO with the leave-one-out baseline (both 40
-iterations against the exact judge, beta 0.05) and DPO (60 steps on 1656 comparisons, beta 0.1).
-A PPO iteration samples 4 answers for each of 16 prompts (8 sampling steps), scores them,
-evaluates the policy (and its values) and the frozen reference, and takes 2 gradient steps on the
-clipped objective; a DPO step is one gradient step on 64 comparisons (the policy's forward and
-backward on chosen and rejected answers; the reference's log-probabilities are computed once,
-before training, and that time is counted in the first step's share).
+The runs of section 10.6's study (:func:`course_lib.feedback.study.run_study`) over three seeds,
+timed: from the same SFT policy (the chapter's 2-layer GPT of width 32, 60 SFT steps on 300
+words), PPO with GAE against a reward model trained on DPO's comparisons (at each beta of the
+study), PPO against the exact judge with GAE and with the leave-one-out baseline (40 iterations,
+beta 0.05), and DPO (60 steps of 64 comparisons, at each beta). A PPO iteration samples 4 answers
+for each of 16 prompts (8 sampling steps), scores them, evaluates the policy (and its values)
+and the frozen reference, and takes 2 gradient steps on the clipped objective; a DPO step is one
+gradient step on 64 comparisons (the reference's log-probabilities are computed once, before
+training, and counted in the first step's share). The reward model's own training is not timed.
 
-One row per method: mean, standard deviation (over seeds, ddof 0), min and max of the share of
-sampled answers right on 200 held-out words, the lowest greedy accuracy, the mean KL to the SFT
-model (nats per answer), and the mean seconds per PPO iteration or DPO step, so that time per
-step can be read against what the steps buy and how reliably.
+One row per (method, beta): mean and standard error (over seeds) of the share of sampled answers
+right on 200 held-out words, the worst and best seed, the mean greedy accuracy and KL to the SFT
+model, and the mean seconds per PPO iteration or DPO step.
 
-``--quick``: one seed, 2 iterations and 2 steps, 10 SFT steps.
+``--quick``: one seed, 2 iterations and 2 steps.
 """
 
 from __future__ import annotations
 
 import time
 
-from course_lib.feedback import pipeline as P
-from course_lib.feedback import study
-from course_lib.feedback import tasks as T
+import numpy as np
 
-TITLE = (
-    "Feedback: PPO vs DPO over 3 seeds, seconds per PPO iteration and per DPO step (tiny GPT, CPU)"
-)
+from course_lib.feedback import study
+
+TITLE = "Feedback: PPO vs DPO on the same comparisons, seconds per PPO iteration and DPO step (CPU)"
 
 
 def run(quick: bool = False) -> list[dict]:
-    words = T.reverse_words()
-    policy = P.make_policy(0)
-    P.train_sft(
-        policy,
-        [w + "=" for w in words[:300]],
-        [w[::-1] + "." for w in words[:300]],
-        steps=10 if quick else 60,
-    )
-    test = words[1000:1200]
-    pairs = T.preference_pairs(words[300:600], k=4, seed=1)
-    sampled = round(P.sampled_accuracy(policy, test), 3)
-    start = {
-        "method": "SFT (start)",
-        "runs": 1,
-        "accuracy_mean": sampled,
-        "accuracy_std": 0.0,
-        "accuracy_min": sampled,
-        "accuracy_max": sampled,
-        "kl_mean": 0.0,
-        "greedy_min": round(P.accuracy(policy, test), 3),
-        "seconds_per_step": 0.0,
-    }
-    rows = study.seed_study(
-        policy,
-        words[:600],
-        pairs,
-        test,
-        seeds=(0,) if quick else (0, 1, 2),
-        ppo_iterations=2 if quick else 40,
-        dpo_steps=2 if quick else 60,
-        timer=time.perf_counter,
-    )
-    return [start, *study.summarise(rows)]
+    cfg = {"seeds": [0, 1, 2]}
+    if quick:
+        cfg = {"seeds": [0], "rm_steps": 5, "ppo_iterations": 2, "dpo_steps": 2}
+    record = study.run_study(cfg, timer=time.perf_counter)
+    rows = study.summarise(record["runs"])
+    for row in rows:
+        mine = [
+            r["seconds_per_step"]
+            for r in record["runs"]
+            if (r["method"], r["beta"]) == (row["method"], row["beta"])
+        ]
+        row["seconds_per_step"] = round(float(np.mean(mine)), 4)
+    return rows
 
 
 def summary(rows: list[dict]) -> str:
-    ppo = next(r for r in rows if r["method"] == "PPO (GAE)")
-    dpo = next(r for r in rows if r["method"] == "DPO")
+    ppo = next(r for r in rows if r["method"] == study.JUDGE)
+    dpo = next(r for r in rows if r["method"] == study.DPO)
     ratio = ppo["seconds_per_step"] / max(dpo["seconds_per_step"], 1e-12)
-    return f"one PPO iteration costs {ratio:.1f} DPO steps"
+    return f"one PPO iteration (exact judge, GAE) costs {ratio:.1f} DPO steps"

@@ -289,14 +289,47 @@ def test_words_and_pairs_are_deterministic_and_ranked():
     assert len(pairs) <= 50 * 6
 
 
-def test_checkers_accept_the_reference_and_name_mistakes():
-    assert check.masked_nll(ref.masked_nll) and check.pairwise_loss(acc.pairwise_loss)
-    assert check.ppo_clip_objective(ref.ppo_clip_objective)
-    out = check.ppo_clip_objective(lambda n, o, a, c: np.exp(n - o) * a)
-    assert not out and "nothing is clipped" in str(out)
-    with np.errstate(divide="ignore"):
-        out = check.pairwise_loss(lambda a, b: np.mean(-np.log(expit(a - b))))
-    assert not out and "NaN or inf" in str(out)
+def test_checkers_accept_the_library_and_name_mistakes():
+    assert check.per_token_rewards(ppo.per_token_rewards)
+    assert check.loo_advantages(lambda t: ppo.loo_advantages(torch.as_tensor(t)).numpy())
+
+    def at_padding(score, logp, logp_ref, mask, beta):
+        r = -beta * (logp - logp_ref) * mask
+        r[:, -1] += score
+        return r
+
+    def unmasked(score, logp, logp_ref, mask, beta):
+        r = -beta * (logp - logp_ref)
+        r[torch.arange(len(score)), mask.sum(-1).long() - 1] += score
+        return r
+
+    for fn, hint in ((at_padding, "padding position"), (unmasked, "multiply the KL term")):
+        out = check.per_token_rewards(fn)
+        assert not out and hint in str(out)
+    loo_mistakes = (
+        (lambda t: t - t.mean(1, keepdims=True), "your own answer"),
+        (lambda t: t - (t.sum(1, keepdims=True) - t) / t.shape[1], "k - 1"),
+        (lambda t: (t.sum(1, keepdims=True) - t) / (t.shape[1] - 1) - t, "sign is flipped"),
+    )
+    for fn, hint in loo_mistakes:
+        out = check.loo_advantages(fn)
+        assert not out and hint in str(out), str(out)
+    out = check.loo_advantages(lambda t: t - t.mean())  # right on one prompt, wrong on several
+    assert not out and "per prompt" in str(out)
+
+
+def test_loo_advantages_by_hand_and_bad_input():
+    total = torch.tensor([[1.0, 0.0, 0.0, 1.0], [3.0, 1.0, 2.0, 2.0]])
+    want = torch.tensor([[2 / 3, -2 / 3, -2 / 3, 2 / 3], [4 / 3, -4 / 3, 0.0, 0.0]])
+    torch.testing.assert_close(ppo.loo_advantages(total), want)
+    k = total.shape[1]  # = k / (k - 1) times the total minus the prompt's mean
+    torch.testing.assert_close(
+        ppo.loo_advantages(total), k / (k - 1) * (total - total.mean(1, keepdim=True))
+    )
+    with pytest.raises(ValueError, match="total"):
+        ppo.loo_advantages(torch.zeros(3, 1))
+    with pytest.raises(TypeError, match="total"):
+        ppo.loo_advantages(np.zeros((2, 2)))
 
 
 # ----------------------------------------------------------------------- training runs
@@ -383,9 +416,13 @@ def test_dpo_improves_sampled_accuracy(sft_policy):
     pol, _ = sft_policy
     pairs = T.preference_pairs(WORDS[300:600], seed=1)
     before = P.sampled_accuracy(pol, WORDS[1000:1100])
-    pi, losses = P.train_dpo(pol, pairs, beta=0.1, steps=40)
-    assert losses[0] == pytest.approx(math.log(2), abs=1e-6)  # policy = reference at the start
-    assert np.mean(losses[-5:]) < losses[0]
+    pi, log = P.train_dpo(pol, pairs, beta=0.1, steps=40)
+    assert log.loss[0] == pytest.approx(math.log(2), abs=1e-6)  # policy = reference at the start
+    assert log.chosen[0] == pytest.approx(0.0, abs=1e-5)  # and both log-ratios are 0
+    assert log.rejected[0] == pytest.approx(0.0, abs=1e-5)
+    assert len(log.loss) == len(log.chosen) == len(log.rejected) == 40
+    assert np.mean(log.loss[-5:]) < log.loss[0]
+    assert np.mean(log.chosen[-5:]) > np.mean(log.rejected[-5:])  # the gap the loss asks for
     assert P.sampled_accuracy(pi, WORDS[1000:1100]) > before + 0.1
 
 
@@ -420,21 +457,47 @@ def test_ppo_ptx_anchors_the_policy_without_kl(sft_policy):
 
 
 @pytest.mark.portability
-def test_seed_study_rows_and_summary(sft_policy):
+def test_study_runs_every_method_and_summarises_with_standard_errors(tmp_path):
     from course_lib.feedback import study
 
-    pol, _ = sft_policy
-    pairs = T.preference_pairs(WORDS[300:400], seed=1)
-    rows = study.seed_study(
-        pol, WORDS[:600], pairs, WORDS[1000:1100], seeds=(0, 1), ppo_iterations=3, dpo_steps=3,
-        methods=("PPO (GAE)", "DPO"),
-    )  # fmt: skip
-    assert [(r["method"], r["seed"]) for r in rows] == [
-        ("PPO (GAE)", 0), ("PPO (GAE)", 1), ("DPO", 0), ("DPO", 1)
-    ]  # fmt: skip
-    summary = study.summarise(rows)
-    assert [s["runs"] for s in summary] == [2, 2]
-    assert all(s["accuracy_min"] <= s["accuracy_mean"] <= s["accuracy_max"] for s in summary)
-    assert study.policy_kl(pol, pol, WORDS[:20]) == 0.0
+    tiny = {"seeds": [0, 1], "rm_steps": 3, "ppo_iterations": 2, "dpo_steps": 2,
+            "rm_betas": [0.1], "dpo_betas": [0.1], "sft_steps": 5}  # fmt: skip
+    record = study.run_study(tiny)
+    keys = [(r["method"], r["seed"]) for r in record["runs"]]
+    assert sorted(keys) == sorted((m, s) for m in study.METHODS for s in (0, 1))
+    for run in record["runs"]:
+        assert 0 <= run["sampled"] <= 1 and 0 <= run["greedy"] <= 1
+        fields = ("loss", "chosen", "rejected") if run["method"] == study.DPO else ("reward", "kl")
+        assert all(len(run["log"][f]) == 2 for f in fields)
+    rows = study.summarise(record["runs"])
+    assert [r["runs"] for r in rows] == [2] * 4
+    for row in rows:
+        mine = [r["sampled"] for r in record["runs"] if r["method"] == row["method"]]
+        se = np.std(mine, ddof=1) / np.sqrt(2)
+        assert row["sampled_se"] == pytest.approx(se, abs=1e-3)
+        assert row["sampled_min"] <= row["sampled_mean"] <= row["sampled_max"]
+    out = tmp_path / "study.json"
+    study.main([str(out), "--quick"])
+    assert study.load_study(out)["config"]["seeds"] == [0]
+    assert study.policy_kl(P.make_policy(0), P.make_policy(0), WORDS[:20]) == 0.0
     with pytest.raises(ValueError, match="methods"):
-        study.seed_study(pol, WORDS[:10], pairs, WORDS[:10], methods=("A2C",))
+        study.run_study(tiny, methods=("A2C",))
+
+
+def test_the_shipped_study_has_every_run_and_its_command():
+    from course_lib.feedback import study
+
+    shipped = study.load_study()
+    cfg = shipped["config"]
+    assert shipped["command"] == study.COMMAND and cfg == study.CONFIG
+    want = {(study.RM, b, s) for b in cfg["rm_betas"] for s in cfg["seeds"]}
+    want |= {(study.DPO, b, s) for b in cfg["dpo_betas"] for s in cfg["seeds"]}
+    want |= {
+        (m, cfg["judge_beta"], s) for m in (study.JUDGE, study.JUDGE_LOO) for s in cfg["seeds"]
+    }
+    assert {(r["method"], r["beta"], r["seed"]) for r in shipped["runs"]} == want
+    assert len(cfg["seeds"]) >= 3 and shipped["seconds"] < 3600
+    for run in shipped["runs"]:
+        assert 0 <= run["sampled"] <= 1
+        n = cfg["dpo_steps"] if run["method"] == study.DPO else cfg["ppo_iterations"]
+        assert all(len(v) == n for v in run["log"].values())

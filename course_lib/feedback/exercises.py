@@ -1,7 +1,8 @@
 """Exercise checkers of Chapter 10: ``from course_lib.feedback import exercises as check``.
 
-Each checker runs the learner's function on named cases (:func:`course_lib.checker.check_cases`)
-and says in plain words what is wrong, naming known mistakes (:func:`course_lib.checker.first_mistake`).
+Each checker runs the learner's function on inputs the learner did not choose, compares it with
+the library (:mod:`course_lib.feedback.ppo`) and says in plain words what is wrong, naming known
+mistakes (:func:`course_lib.checker.first_mistake`).
 """
 
 from __future__ import annotations
@@ -10,11 +11,12 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+import torch
 
 from course_lib.checker import Outcome, check_cases, diagnose, first_mistake, seeded
-from course_lib.feedback import reference as ref
+from course_lib.feedback import ppo
 
-__all__ = ["masked_nll", "pairwise_loss", "ppo_clip_objective"]
+__all__ = ["loo_advantages", "per_token_rewards"]
 
 #: Seed of this chapter's checker inputs.
 SEED = 10
@@ -23,125 +25,113 @@ SEED = 10
 def _with_hints(hints: Callable[[tuple[Any, ...]], list[tuple[Any, str]]]) -> Callable:
     def compare(got: Any, case: tuple[tuple[Any, ...], Any]) -> str | None:
         args, want = case
-        problem = diagnose(got, want)
+        problem = diagnose(got, want, rtol=1e-5, atol=1e-6)
         if problem is None:
             return None
-        hint = first_mistake(got, hints(args))
+        hint = first_mistake(got, hints(args), rtol=1e-5, atol=1e-6)
         return f"{problem} ({hint})" if hint else problem
 
     return compare
 
 
-def _cases(name_args: list[tuple[str, tuple[Any, ...]]], fn: Callable) -> list:
-    return [(name, args, (args, fn(*args))) for name, args in name_args]
+def loo_advantages(fn: Callable, *, require: bool = False) -> Outcome:
+    """``fn(total)``: leave-one-out advantages of a (prompts, k) NumPy array of total rewards.
 
-
-def masked_nll(fn: Callable, *, require: bool = False) -> Outcome:
-    """``fn(logits, targets, mask)``: the mean NLL over the positions where ``mask`` is 1.
-
-    >>> masked_nll(lambda z, t, m: ref.masked_nll(z, t, m)).passed
+    >>> loo_advantages(lambda t: ppo.loo_advantages(torch.as_tensor(t)).numpy()).passed
     True
-    >>> "prompt" in str(masked_nll(lambda z, t, m: ref.masked_nll(z, t, np.ones_like(m))))
+    >>> out = loo_advantages(lambda t: t - t.mean(axis=1, keepdims=True))
+    >>> "your own answer" in str(out)
     True
     """
     rng = seeded(SEED)
-    z = rng.standard_normal((2, 5, 4))
-    t = rng.integers(0, 4, size=(2, 5))
-    m = np.array([[0, 0, 1, 1, 1], [0, 1, 1, 0, 0]], dtype=float)
-    cases = _cases(
-        [("one sequence", (z[0], t[0], m[0])), ("a batch of two", (z, t, m))], ref.masked_nll
-    )
+    inputs = [
+        ("three prompts, four answers each (0/1 rewards)", rng.integers(0, 2, (3, 4)) * 1.0),
+        ("two prompts, five answers, real-valued totals", rng.standard_normal((2, 5))),
+        ("one prompt, two answers", np.array([[1.0, 0.0]])),
+    ]
+
+    def want(t: np.ndarray) -> np.ndarray:
+        return ppo.loo_advantages(torch.as_tensor(t)).numpy()
+
+    cases = [(name, (t.copy(),), ((t,), want(t))) for name, t in inputs]
 
     def hints(args: tuple[Any, ...]) -> list[tuple[Any, str]]:
-        zz, tt, mm = args
-        lp = ref.token_logprobs(zz, tt)
+        (t,) = args
+        k = t.shape[1]
+        others = t.sum(1, keepdims=True) - t
         return [
             (
-                ref.masked_nll(zz, tt, np.ones_like(mm)),
-                "you averaged over every token: mask out the prompt",
+                t - t.mean(1, keepdims=True),
+                "the baseline includes your own answer: average the *other* k - 1 answers",
             ),
-            (
-                -(lp * mm).sum() / mm.size,
-                "divide by the number of response tokens, not by all tokens",
-            ),
-            (-(lp * mm).sum(), "you summed: divide by the number of response tokens"),
-            (
-                ref.masked_nll(zz, tt, 1 - mm),
-                "the mask is inverted: you trained on the prompt only",
-            ),
+            (t - others / k, "divide the others' sum by k - 1, the number of other answers"),
+            (t - t.mean(), "the baseline must be per prompt (per row), not over the whole batch"),
+            (others / (k - 1) - t, "the sign is flipped: total minus baseline"),
+            (-others / (k - 1), "you dropped the answer's own total: total minus baseline"),
         ]
 
     return check_cases(
-        "the SFT loss masked to the response",
-        fn,
-        cases,
-        compare=_with_hints(hints),
-        require=require,
+        "leave-one-out advantages", fn, cases, compare=_with_hints(hints), require=require
     )
 
 
-def pairwise_loss(fn: Callable, *, require: bool = False) -> Outcome:
-    """``fn(r_chosen, r_rejected)``: the mean of ``-log sigmoid(r_chosen - r_rejected)``.
+def per_token_rewards(fn: Callable, *, require: bool = False) -> Outcome:
+    """``fn(score, logp, logp_ref, mask, beta)``: InstructGPT's per-token rewards, (B, T) tensors.
 
-    >>> pairwise_loss(ref.pairwise_loss).passed
+    >>> per_token_rewards(ppo.per_token_rewards).passed
     True
-    >>> "swapped" in str(pairwise_loss(lambda a, b: ref.pairwise_loss(b, a)))
-    True
-    """
-    rng = seeded(SEED + 1)
-    big = np.array([400.0, -400.0, 0.0])
-    cases = _cases(
-        [
-            ("six comparisons", (rng.standard_normal(6), rng.standard_normal(6))),
-            ("reward gaps of +-800 (use a form that cannot overflow)", (big, -big)),
-        ],
-        ref.pairwise_loss,
-    )
-
-    def hints(args: tuple[Any, ...]) -> list[tuple[Any, str]]:
-        a, b = args
-        return [
-            (ref.pairwise_loss(b, a), "chosen and rejected are swapped"),
-            (np.sum(np.logaddexp(0, -(a - b))), "you summed the comparisons: take the mean"),
-            (np.mean(np.logaddexp(0, a - b)), "the sign inside the sigmoid is wrong"),
-        ]
-
-    return check_cases(
-        "the reward model's pairwise loss", fn, cases, compare=_with_hints(hints), require=require
-    )
-
-
-def ppo_clip_objective(fn: Callable, *, require: bool = False) -> Outcome:
-    """``fn(logp_new, logp_old, advantages, clip)``: PPO's per-token clipped surrogate.
-
-    >>> ppo_clip_objective(ref.ppo_clip_objective).passed
+    >>> def padded(score, logp, logp_ref, mask, beta):
+    ...     r = -beta * (logp - logp_ref) * mask
+    ...     r[:, -1] += score
+    ...     return r
+    >>> "padding" in str(per_token_rewards(padded))
     True
     """
-    lo = np.log(np.full(6, 0.5))
-    ln = np.log(np.array([0.3, 0.45, 0.5, 0.55, 0.7, 0.9]))
-    adv_pos, adv_neg = np.ones(6), -np.ones(6)
-    cases = _cases(
-        [
-            ("positive advantages", (ln, lo, adv_pos, 0.2)),
-            ("negative advantages", (ln, lo, adv_neg, 0.2)),
-            ("mixed advantages, clip 0.1", (ln, lo, np.array([2.0, -1, 0.5, -0.5, 1, -2]), 0.1)),
-        ],
-        ref.ppo_clip_objective,
-    )
+    g = torch.Generator().manual_seed(SEED)
+    lengths = torch.tensor([2, 6, 4])
+    mask = (torch.arange(6) < lengths[:, None]).float()  # (3, 6)
+    logp, logp_ref = -torch.rand(2, 3, 6, generator=g, dtype=torch.float64)
+    score = torch.tensor([1.0, -0.5, 2.0], dtype=torch.float64)
+    full = torch.ones(2, 6)
+    inputs = [
+        ("two answers that fill the whole row", (score[:2], logp[:2], logp_ref[:2], full, 0.1)),
+        ("three answers of 2, 6 and 4 tokens, beta 0.2", (score, logp, logp_ref, mask, 0.2)),
+    ]
+
+    def run(args: tuple[Any, ...]) -> torch.Tensor:
+        s, lp, lr, m, b = args
+        return ppo.per_token_rewards(s, lp, lr, m, b)
+
+    cases = [
+        (
+            name,
+            tuple(a.clone() if isinstance(a, torch.Tensor) else a for a in args),
+            (args, run(args)),
+        )
+        for name, args in inputs
+    ]
 
     def hints(args: tuple[Any, ...]) -> list[tuple[Any, str]]:
-        n, o, a, c = args
-        rho = np.exp(n - o)
+        s, lp, lr, m, b = args
+        kl = -b * (lp - lr)
+        rows = torch.arange(len(s))
+        last = m.sum(-1).long() - 1
+        at_pad = kl * m
+        at_pad[:, -1] += s
+        at_first = kl * m
+        at_first[:, 0] += s
+        unmasked = kl.clone()
+        unmasked[rows, last] += s
+        flipped = -kl * m
+        flipped[rows, last] += s
+        everywhere = (kl + s[:, None]) * m
         return [
-            (rho * a, "nothing is clipped: take min(rho A, clip(rho) A)"),
-            (np.clip(rho, 1 - c, 1 + c) * a, "take the min of the clipped and unclipped terms"),
-            (
-                np.maximum(rho * a, np.clip(rho, 1 - c, 1 + c) * a),
-                "min, not max: the bound is pessimistic",
-            ),
-            (np.exp(o - n) * a, "the ratio is upside down: exp(logp_new - logp_old)"),
-        ]
+            (at_pad, "the score landed in the last column, a padding position after the full "
+                     "stop in short answers: put it at each answer's own last token"),
+            (at_first, "the score must arrive at the answer's last token, not its first"),
+            (unmasked, "padding positions pay a KL penalty: multiply the KL term by the mask"),
+            (flipped, "the KL term has the wrong sign: it is -beta (log pi - log pi_ref)"),
+            (everywhere, "the score is paid once per answer, not at every token"),
+        ]  # fmt: skip
 
-    return check_cases(
-        "PPO's clipped objective", fn, cases, compare=_with_hints(hints), require=require
-    )
+    return check_cases("per-token rewards", fn, cases, compare=_with_hints(hints), require=require)

@@ -34,6 +34,7 @@ from course_lib.feedback import accelerated as acc
 from course_lib.feedback.ppo import (
     ActorCritic,
     advantages_and_returns,
+    loo_advantages,
     per_token_rewards,
     ppo_loss,
 )
@@ -49,6 +50,7 @@ __all__ = [
     "pair_accuracy",
     "responses_of",
     "RewardModel",
+    "DPOLog",
     "RLLog",
     "sample",
     "sampled_accuracy",
@@ -378,8 +380,7 @@ def train_rl(
                 adv, returns = advantages_and_returns(rewards, values_old, mask, gamma, lam)
             else:
                 total = (score - beta * kl).view(-1, k)  # (prompts, k)
-                baseline = (total.sum(1, keepdim=True) - total) / (k - 1)  # leave-one-out mean
-                adv = (total - baseline).reshape(-1, 1).expand_as(mask)  # (B, T)
+                adv = loo_advantages(total).reshape(-1, 1).expand_as(mask)  # (B, T)
         v_losses = []
         for _ in range(epochs):
             if advantage == "gae":
@@ -413,6 +414,20 @@ def _response_logprob(
     return (acc.token_logprobs(model(tokens), targets) * mask).sum(-1)
 
 
+@dataclass
+class DPOLog:
+    """What :func:`train_dpo` records at every step, as means over the step's batch of pairs.
+
+    ``chosen`` and ``rejected`` are the log-ratios ``log pi(y) - log pi_ref(y)`` of the chosen and
+    the rejected answers (summed over the answer's tokens), TRL's ``logps/chosen`` minus the
+    reference's; ``beta`` times them are DPO's implicit rewards. Both start at 0.
+    """
+
+    loss: list[float] = field(default_factory=list)
+    chosen: list[float] = field(default_factory=list)
+    rejected: list[float] = field(default_factory=list)
+
+
 @one_thread
 def train_dpo(
     policy: GPT,
@@ -422,9 +437,13 @@ def train_dpo(
     batch: int = 64,
     lr: float = 1e-3,
     seed: int = 0,
-) -> tuple[GPT, list[float]]:
-    """DPO from ``policy`` (also the frozen reference) on (word, chosen, rejected) comparisons."""
+) -> tuple[GPT, DPOLog]:
+    """DPO from ``policy`` (also the frozen reference) on (word, chosen, rejected) comparisons.
+
+    Returns the trained copy and the log of every step (loss, chosen and rejected log-ratios).
+    """
     check_real(beta, "beta", low=0.0, low_open=True)
+    check_int(steps, "steps", low=0)
     ref = copy.deepcopy(policy).eval()
     pi = copy.deepcopy(policy)
     prompts = [p[0] + "=" for p in pairs]
@@ -435,17 +454,19 @@ def train_dpo(
         ref_l = _response_logprob(ref, *cl)
     g = torch.Generator().manual_seed(seed)
     opt = torch.optim.AdamW(pi.parameters(), lr=lr, weight_decay=0.0)
-    losses = []
+    log = DPOLog()
     for _ in range(steps):
         idx = torch.randint(len(pairs), (batch,), generator=g)
-        lw = _response_logprob(pi, *(t[idx] for t in cw))
-        ll = _response_logprob(pi, *(t[idx] for t in cl))
+        lw = _response_logprob(pi, *(t[idx] for t in cw))  # (batch,)
+        ll = _response_logprob(pi, *(t[idx] for t in cl))  # (batch,)
         loss = acc.dpo_loss(lw, ll, ref_w[idx], ref_l[idx], beta)
         opt.zero_grad()
         loss.backward()
         opt.step()
-        losses.append(float(loss.detach()))
-    return pi, losses
+        log.loss.append(float(loss.detach()))
+        log.chosen.append(float((lw - ref_w[idx]).mean().detach()))
+        log.rejected.append(float((ll - ref_l[idx]).mean().detach()))
+    return pi, log
 
 
 @one_thread

@@ -31,6 +31,7 @@ from course_lib.gpt.model import GPT
 __all__ = [
     "ActorCritic",
     "advantages_and_returns",
+    "loo_advantages",
     "per_token_rewards",
     "ppo_loss",
     "value_loss",
@@ -109,6 +110,28 @@ def advantages_and_returns(
     adv = acc.gae(rewards * mask, values, gamma, lam) * mask  # (B, T)
     returns = adv + values  # (B, T)
     return (whiten(adv, mask) if normalise else adv), returns
+
+
+def loo_advantages(total: torch.Tensor) -> torch.Tensor:
+    """Leave-one-out advantages: each answer's total reward minus the mean of the *other* answers
+    to the same prompt (the baseline of RLOO, Ahmadian et al. 2024; GRPO, Shao et al. 2024, uses
+    the mean of all of them and divides by their standard deviation).
+
+    ``total`` is (P, k): k >= 2 answers to each of P prompts. Returns (P, k). Equal to
+    ``k / (k - 1)`` times the total minus the prompt's mean, so each row sums to zero.
+
+    >>> loo_advantages(torch.tensor([[1.0, 0.0, 0.0, 0.0]]))
+    tensor([[ 1.0000, -0.3333, -0.3333, -0.3333]])
+    """
+    if not isinstance(total, torch.Tensor):
+        raise TypeError(f"total must be a torch.Tensor, got {type(total).__name__}")
+    if total.ndim != 2 or total.shape[1] < 2:
+        raise ValueError(
+            f"total must be (prompts, k) with k >= 2 answers, got {tuple(total.shape)}"
+        )
+    k = total.shape[1]
+    baseline = (total.sum(1, keepdim=True) - total) / (k - 1)  # (P, k) the others' mean
+    return total - baseline
 
 
 def value_loss(
