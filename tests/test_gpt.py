@@ -863,3 +863,20 @@ def test_distinctive_words_by_hand_and_bad_labels():
     assert distinctive_words(rows, width=3, min_pieces=2)[0] == ["the"]  # only "the" fits
     with pytest.raises(ValueError, match="labels must be 0 or 1"):
         distinctive_words([("a", 2)])
+
+
+def test_shipped_char_vs_bpe_rows_convert_per_token_to_per_character():
+    import json
+
+    from course_lib.paths import data_path
+
+    units = json.loads(data_path("gpt", "char_vs_bpe.json").read_text())
+    assert "course_lib.gpt.units" in units["command"]
+    assert sorted((r["tokenizer"], r["seed"]) for r in units["rows"]) == [
+        ("bpe", 0), ("bpe", 1), ("char", 0), ("char", 1)
+    ]  # fmt: skip
+    for r in units["rows"]:
+        assert r["history"][-1]["step"] == units["steps"]
+        for h in r["history"]:
+            per_char = h["val_loss_per_token"] / r["characters_per_token"]
+            assert h["val_loss_per_char"] == pytest.approx(per_char, abs=2e-3)
