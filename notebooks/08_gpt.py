@@ -28,10 +28,10 @@
 #   "masked" language model;
 # - read a GPT's forward pass (embeddings, causal blocks, tied output layer) and check it
 #   against a NumPy version and against Hugging Face's GPT-2;
-# - train one with AdamW, warm-up and cosine decay, gradient clipping and a held-out split, save
-#   and resume it safely;
-# - generate text greedily or by sampling with temperature, top-k and top-p, and make it fast
-#   with a KV cache;
+# - train one with AdamW, warm-up and cosine decay, gradient clipping and a held-out split, and
+#   judge its loss against a uniform guess and a bigram count;
+# - write the generation loop's sampling filters (temperature, top-k, top-p) and a KV cache
+#   yourself, and check them against the library and against recomputation without the cache;
 # - set up fine-tuning with the task head of eq. (23) and the auxiliary loss of eq. (24), and
 #   avoid the padding pitfall; turn pairs of texts and multiple-choice questions into the GPT
 #   paper's input sequences;
@@ -40,7 +40,9 @@
 #
 # **Assumes**: chapters 2 (softmax, sampling), 4 (causal attention), 5 (the block and the
 # decoder-only model), 6 (positions) and 7 (tokenisers); PyTorch's autograd and optimisers.
-# **Core path**: about 59 minutes; the optional sections add about 22 minutes.
+# **Core path**: about 60 minutes; the optional sections add about 26 minutes, their optional
+# subsections (8.4.1, 8.7.1, 8.9.1) another 18, and the exercises about 50 (the two
+# implementation exercises, the chapter's signature algorithms, take most of it).
 #
 # The chapter follows sections 4 to 6 of Strabel's notes {cite}`strabel2023transformers` (GPT
 # {cite}`radford2018improving`, GPT-2 {cite}`radford2019language`, GPT-3
@@ -48,6 +50,8 @@
 # {cite}`marlin2022transformers`.
 
 # %%
+import copy
+import json
 import math
 import random
 
@@ -58,22 +62,23 @@ import torch.nn.functional as F
 
 from course_lib import seed_everything
 from course_lib.checker import check_prediction
-from course_lib.gpt import accelerated as acc
+from course_lib.gpt import accelerated as A
 from course_lib.gpt import exercises as check
-from course_lib.gpt import reference as ref
+from course_lib.gpt import reference as R
 from course_lib.gpt.config import RECIPES, GPTConfig, Recipe, count
 from course_lib.gpt.data import CharTokenizer, random_windows, shakespeare_file, split_ids
 from course_lib.gpt.model import GPT
 from course_lib.gpt.pretrained import history, load_pretrained
-from course_lib.gpt.sampling import complete, generate
-from course_lib.gpt.train import learning_rate
+from course_lib.gpt.sampling import complete, generate, next_token_probs
+from course_lib.gpt.train import learning_rate, train
+from course_lib.paths import data_path
 from course_lib.plotting import new_axes, use_style
 
 rng = seed_everything(0)
 use_style()
 
 # %% [markdown]
-# ## 8.1 The objective: predict the next token (core, 8 min)
+# ## 8.1 The objective: predict the next token (core, 5 min)
 #
 # The slides {cite}`marlin2022transformers` put it in one line: text models are trained "to
 # predict the next word in a sequence". Strabel's notes write the pre-training objective of GPT
@@ -97,26 +102,25 @@ tokens = torch.tensor([[1, 4, 0, 2], [3, 3, 1, 0]])  # (B, L)
 def causal_lm_loss(logits, tokens):
     scores = logits[:, :-1, :]  # (B, L-1, V): positions 0..L-2 have a next token
     targets = tokens[:, 1:]  # (B, L-1): the token each of them must predict
-    return F.cross_entropy(scores.reshape(-1, V), targets.reshape(-1))  # mean of -log P
+    n_vocab = scores.size(-1)  # V, read from the logits
+    return F.cross_entropy(scores.reshape(-1, n_vocab), targets.reshape(-1))  # mean of -log P
 
 
 loss = causal_lm_loss(logits, tokens)
-assert torch.allclose(loss, acc.causal_lm_loss(logits, tokens))
-assert np.isclose(float(loss), ref.causal_lm_loss(logits.numpy(), tokens.numpy()))
+assert torch.allclose(loss, A.causal_lm_loss(logits, tokens))
+assert np.isclose(float(loss), R.causal_lm_loss(logits.numpy(), tokens.numpy()))
 print(f"loss {float(loss):.4f} over {2 * (L - 1)} predictions")
 
 # %% [markdown]
 # Eq. (20) conditions on the $k$ previous tokens only; in a Transformer $k$ is the context
 # length, and a window of $L$ tokens yields $L - 1$ predictions at once, each with as much
 # context as it has. Training on random windows of the corpus (Section 8.4) covers every
-# position of every window: that is what makes pre-training cheap per token.
-#
-# A model that knows nothing gives every token the same probability $1/V$, so its loss is
-# $\ln V$. That is the first number to check when a training run starts (exercise 8.2 asks you
-# to predict it for our character model).
+# position of every window: that is what makes pre-training cheap per token. The first number
+# to check when a training run starts is this loss before any step; section 8.4 asks you to
+# predict it for our character model.
 
 # %% [markdown]
-# ## 8.2 The model of eq. (21), on the page (core, 10 min)
+# ## 8.2 The model of eq. (21), on the page (core, 9 min)
 #
 # The notes write GPT as
 #
@@ -126,12 +130,14 @@ print(f"loss {float(loss):.4f} over {2 * (L - 1)} predictions")
 # with $U$ the one-hot rows of the context tokens, $W_e$ the token embedding, $W_p$ the learned
 # position embedding, and the output layer the token embedding again, transposed (*tied*
 # weights: the notes print $W'_e$). Each "transformer_decoder" is chapter 5's block with causal
-# self-attention (chapter 4's mask); GPT-2 and every model since put the norm at the start of
-# each branch (pre-LN) and add one final norm. Here is the whole forward pass, in PyTorch, with
-# the parameters under chapter 5's names:
+# self-attention (chapter 4's mask). The block on this page is GPT-2's, not GPT-1's: GPT-1
+# normalised after each residual addition (post-LN, chapter 5), GPT-2 moved the norm to the
+# start of each branch (pre-LN) and added one final norm. Most later GPTs kept pre-LN, though
+# not all in this exact form (some add a second norm after each branch). Here is the whole
+# forward pass, in PyTorch, with the parameters under chapter 5's names:
 
 
-# %%
+# %% tags=["worksheet"]
 def gpt_logits(tokens, p, c, causal=True):
     """Eq. (21) for a GPT with learned positions, LayerNorm and GELU; tokens (B, L)."""
     B, L = tokens.shape
@@ -160,7 +166,7 @@ toks = torch.randint(0, 11, (3, 8))
 ours = gpt_logits(toks, model.parameter_dict(), cfg)
 assert torch.allclose(ours, model(toks), atol=1e-12)  # the library's PyTorch model
 assert np.allclose(
-    ours.detach().numpy(), ref.gpt_forward(toks.numpy(), model.numpy_parameters(), cfg)
+    ours.detach().numpy(), R.gpt_forward(toks.numpy(), model.numpy_parameters(), cfg)
 )
 print(tuple(ours.shape), f"{count(cfg):,} parameters")
 
@@ -202,6 +208,9 @@ assert torch.all(moved[:5] == 0) and torch.all(moved[5:] > 0)
 #   token, which matters once sequences are padded.
 # - Eq. (21)'s "$\forall i$" (for the index $l$) and its $W'_e$ (which is $W_e^\top$, tied) are
 #   corrected in chapter 5, section 5.10.
+# - Two statements about GPT-2, that WebText was "based on Common Crawl" and that it reached
+#   "state-of-the-art performance on many tasks without the need to fine-tune", are corrected
+#   in section 8.8.
 
 # %% [markdown]
 # The mask that matters in GPT is the attention mask. Drop it (`causal=False`) and the
@@ -221,14 +230,14 @@ print(
 assert leak[:, 4].max() > 0 and no_leak[:, 4].max() == 0
 
 # %% [markdown]
-# ## 8.4 Pre-training on Shakespeare (core, 12 min)
+# ## 8.4 Pre-training on Shakespeare (core, 15 min)
 #
 # We train on chapter 7's Shakespeare text, cut to the size of nanoGPT's "tiny Shakespeare"
 # (1.1 MB), one token per character. The first 90% trains and the last 10% validates. A batch
 # is a set of windows at random places in the training part; the targets are the inputs moved
 # by one:
 
-# %%
+# %% tags=["worksheet"]
 text = shakespeare_file().read_text(encoding="utf-8")  # chapter 7's text, first 1.1 MB
 tok = CharTokenizer.train(text)
 train_ids, val_ids = split_ids(tok.encode(text))
@@ -242,12 +251,19 @@ assert torch.equal(x[:, 1:], y[:, :-1])
 # %% [markdown]
 # The optimiser is AdamW, Adam with the weight decay applied to the weights directly rather than
 # through the gradient (Loshchilov and Hutter); it decays the matrices and embeddings only,
-# never the biases and gains. The learning rate rises linearly for 100 steps (Adam's early
-# second-moment estimates are poor, and a full step from them can wreck the start) and then
-# falls along half a cosine to a tenth of its peak. Gradients whose global norm exceeds 1 are
-# scaled down to norm 1 (clipping), which keeps one bad batch from undoing many good ones.
-# These are the settings of nanoGPT's character-level Shakespeare run on a CPU, our
-# `baseline` recipe:
+# never the biases and gains. The learning rate rises linearly for 100 steps and then falls
+# along half a cosine to a tenth of its peak. This is the GPT paper's own schedule in small:
+# GPT-1 warmed up linearly over 2,000 updates to 2.5e-4 and then annealed to 0 along a cosine
+# {cite}`radford2018improving` (its section 4.1). Why warm-up helps is not settled: one
+# hypothesis is that Adam's second-moment estimates are poor in the first steps, so full
+# steps taken from them are too large {cite}`liu2020variance`; another is the post-LN block's
+# large gradients near the output at the start, which pre-LN removes, so that a pre-LN model
+# needs less warm-up {cite}`xiong2020layer`. Gradients whose global norm exceeds 1 are scaled
+# down to norm 1 (clipping), which keeps one bad batch from undoing many good ones. Our
+# `baseline` recipe takes nanoGPT's settings for a character-level Shakespeare run on a CPU
+# (4 layers of width 128, context 64, batch 12, learning rate 1e-3 to 1e-4 over 2000 steps),
+# with one difference: nanoGPT drops the biases (`bias=False`), and our baseline keeps GPT-2's
+# biases (`'bias': True` below); section 8.10's `fast` recipe drops them.
 
 # %%
 base = RECIPES["baseline"]
@@ -256,7 +272,6 @@ steps = np.arange(2500)
 _, ax = new_axes(title="The baseline's learning rate", xlabel="step", ylabel="learning rate")
 ax.plot(steps, [learning_rate(int(s), base) for s in steps])
 plt.show()
-assert learning_rate(99, base) == base.lr and learning_rate(2000, base) == base.min_lr
 
 # %% [markdown]
 # One training step, as `course_lib.gpt.train.Trainer.step` runs it:
@@ -276,23 +291,78 @@ def train_step(model, optimizer, x, y, lr, clip=1.0):
 
 
 # %% [markdown]
-# A live run with a smaller model (2 layers, width 64) for 150 steps takes about 15 seconds on
-# two CPU cores. The library's `train` runs the same step with a progress bar, evaluates on the
-# whole validation split every 50 steps here, and could save an atomic checkpoint at each
-# evaluation (`out=`):
+# Before training anything, two yardsticks that need no network. A *unigram* model predicts
+# each character from its frequency in the training part; a *bigram* model from the character
+# before it (a table of counts, each row normalised, with one added to every count so that no
+# pair has probability 0). Their losses on the validation part are what a GPT must beat to show
+# that it uses more than the previous character:
 
 # %%
-# NBVAL_IGNORE_OUTPUT
-from course_lib.gpt.train import train  # noqa: E402
+tr, va = torch.as_tensor(train_ids), torch.as_tensor(val_ids)
+V = tok.vocab_size
+unigram = torch.bincount(tr, minlength=V).double() + 1  # (V,): counts, add-one
+bigram = torch.ones(V, V, dtype=torch.float64)  # (V, V): row = previous character, add-one
+bigram.index_put_((tr[:-1], tr[1:]), torch.ones(len(tr) - 1, dtype=torch.float64), accumulate=True)
+uni_loss = float(-(unigram / unigram.sum()).log()[va[1:]].mean())
+bi_loss = float(-(bigram / bigram.sum(1, keepdim=True)).log()[va[:-1], va[1:]].mean())
+print(f"validation loss, nats per character: unigram {uni_loss:.2f}, bigram {bi_loss:.2f}")
 
-live = Recipe(name="live", n_layers=2, n_heads=4, d_model=64, batch_size=16, lr=3e-3, min_lr=3e-4,
-              warmup_steps=20, decay_steps=150)  # fmt: skip
-run = train(text[:200_000], tok, live, max_steps=150, eval_interval=50, seed=0)
-print([(r["step"], r["val_loss"]) for r in run["history"]])
+# %% [markdown] tags=["worksheet"]
+# ```{exercise} Predict the loss at initialisation
+# :label: ex-gpt-predict
+#
+# A fresh baseline GPT for our 77 characters has tiny weights (standard deviation 0.02), so its
+# logits are all close to 0. Before running the next cell, write down its mean loss over 100
+# windows of the training text, to two decimals. Is it above or below the unigram's?
+# ```
+
+# %% tags=["worksheet"]
+prediction = None  # your prediction here
+fresh = GPT(RECIPES["baseline"].model_config(tok.vocab_size), seed=0)
+with torch.no_grad():
+    start_loss = float(fresh.loss(train_ids[:6400].reshape(100, 64)))  # 100 windows
+check_prediction(prediction, round(start_loss, 2), what="the loss at initialisation", rtol=0.02)
+
+# %% [markdown] tags=["solution"]
+# ```{solution-start} ex-gpt-predict
+# :class: dropdown
+# ```
+
+# %% tags=["solution"]
+prediction = round(math.log(77), 2)  # uniform over 77 characters: ln 77 = 4.34
+assert check_prediction(
+    prediction, round(start_loss, 2), what="the loss at initialisation", rtol=0.02
+).passed
+
+# %% [markdown] tags=["solution"]
+# ```{solution-end}
+# ```
 
 # %% [markdown]
-# Its validation loss falls from $\ln 77 \approx 4.34$ to about 2.5 in those 150 steps, which
-# is roughly where a model that knows letter frequencies and common pairs sits:
+# Logits near 0 make every character about equally likely, $1/V$, so the loss starts at
+# $\ln V = \ln 77 \approx 4.34$, above the unigram's, since a uniform guess does not even know
+# that spaces and vowels are common. A first loss far from $\ln V$ means a bug (a wrong shift,
+# a missing mask) or an initialisation that is not small.
+#
+# A live run with a smaller model (2 layers, width 64) for 150 steps follows. The library's
+# `train` runs the same step with a progress bar, evaluates on the whole validation split every
+# 50 steps here, and could save an atomic checkpoint at each evaluation (`out=`). Its numbers
+# vary slightly from CPU to CPU, and the cell prints how long it took on yours:
+
+# %% tags=["nbval-ignore-output"]
+live = Recipe(
+    name="live",
+    n_layers=2,
+    n_heads=4,
+    d_model=64,
+    batch_size=16,
+    lr=3e-3,
+    min_lr=3e-4,
+    warmup_steps=20,
+    decay_steps=150,
+)
+run = train(text[:200_000], tok, live, max_steps=150, eval_interval=50, seed=0)
+print([(r["step"], r["val_loss"]) for r in run["history"]], f"{run['seconds']:.0f} s of training")
 
 # %%
 first, last = run["history"][0]["val_loss"], run["history"][-1]["val_loss"]
@@ -300,7 +370,9 @@ print(f"validation loss after 150 steps: {last:.1f}")
 assert last < first < math.log(tok.vocab_size)
 
 # %% [markdown]
-# The full baseline (4 layers, width 128, 2000 steps, about 0.8 M parameters) is a script run:
+# In 150 steps the validation loss falls from $\ln 77 \approx 4.34$ to about the bigram
+# count's level: the model has learned roughly what a table of character pairs knows. The full
+# baseline (4 layers, width 128, 2000 steps, about 0.8 M parameters) is a script run:
 #
 # ```
 # python -m course_lib.gpt.train --text PATH --tokenizer char --recipe baseline --max-steps 2000
@@ -325,77 +397,182 @@ ax.plot(
     [r["step"] for r in hist], [r["val_loss"] for r in hist], "s-", label="validation (whole split)"
 )
 ax.axhline(math.log(tok.vocab_size), color="grey", ls=":", label="ln V: a uniform guess")
+ax.axhline(bi_loss, color="grey", ls="--", label="the bigram count")
 ax.legend()
 plt.show()
 print(f"{model.count_parameters():,} parameters; final validation loss {hist[-1]['val_loss']:.2f}")
-assert hist[-1]["val_loss"] < 2.2
 
 # %% [markdown]
-# ## 8.5 Sampling: greedy, temperature, top-k, top-p (core, 8 min)
+# The full model ends well below the bigram count: 64 characters of context let it use whole
+# words and the lines before.
+
+# %% [markdown]
+# ### 8.4.1 Characters or BPE tokens? (optional, 6 min)
+#
+# Chapter 7 built byte-level BPE, and this chapter trains on characters: a 77-symbol vocabulary
+# keeps the model's embedding small, its samples readable letter by letter, and section 8.9's
+# task is about single characters. What does it cost? A loss in nats per *token* cannot be
+# compared across tokenizers: a BPE token covers about two characters here, so predicting it
+# is harder even for a better model. The fair unit is nats per *character*: the same total
+# $-\log P$ of the validation text, divided by its characters,
+# $\text{nats per character} = \text{nats per token} \times \text{tokens} / \text{characters}$.
+# `course_lib.gpt.units` trained the baseline recipe, unchanged (same width, depth, batch of 12
+# windows of 64 tokens, 2000 steps), on a 512-token BPE of the training part and on characters,
+# two seeds each (the character run of seed 0 is the shipped checkpoint's):
+
+# %%
+units = json.loads(data_path("gpt", "char_vs_bpe.json").read_text())
+print(units["command"])
+_, ax = new_axes(
+    title="The same recipe on characters and on BPE tokens",
+    xlabel="characters of training text read (millions)",
+    ylabel="validation loss (nats per character)",
+)
+final = {}
+for r in units["rows"]:
+    h = r["history"]
+    chars_read = [x["step"] * 12 * 64 * r["characters_per_token"] / 1e6 for x in h]
+    style = "o-" if r["tokenizer"] == "char" else "s--"
+    ax.plot(
+        chars_read,
+        [x["val_loss_per_char"] for x in h],
+        style,
+        label=f"{r['tokenizer']} (seed {r['seed']})",
+    )
+    final.setdefault(r["tokenizer"], []).append(h[-1]["val_loss_per_char"])
+    print(
+        f"{r['tokenizer']:4} seed {r['seed']}: {r['characters_per_token']:.2f} characters per "
+        f"token; after 2000 steps {h[-1]['val_loss_per_token']:.2f} nats per token = "
+        f"{h[-1]['val_loss_per_char']:.2f} per character"
+    )
+ax.legend()
+plt.show()
+print({k: f"{np.mean(v):.3f} (seeds {', '.join(f'{x:.3f}' for x in v)})" for k, v in final.items()})
+
+# %% [markdown]
+# Per character, the BPE model is better: about 1.76 nats against 1.92 after the same 2000
+# steps, with two seeds of each that differ by less than 0.01. Part of that is more reading,
+# since each BPE window covers about 1.9 times as many characters; but at the same number of
+# characters read (1.5 million, the character model's 2000 steps and the BPE model's first 1000
+# or so), it is still lower, about 1.88 against 1.92. This is not a clean
+# comparison of tokenizers, and it is not meant to be one: with the model and steps held
+# fixed, BPE changes three things at once, the text read per step, the context in characters
+# (64 tokens are about 123 characters), and the embedding table (512 rows instead of 77, about
+# 55,000 more parameters). What it shows is the unit: a per-token loss of 3.38 and a
+# per-character loss of 1.92 say nothing about each other until both are per character.
+
+
+# %% [markdown]
+# ## 8.5 Sampling: greedy, temperature, top-k, top-p (core, 7 min)
 #
 # To write, the model is run on the prompt, one token is chosen from the distribution of the
 # last position, appended, and the loop repeats. How to choose is chapter 2's subject:
 # *greedy* takes the most probable token; *sampling* draws from $\mathrm{softmax}(z / T)$,
 # where a temperature $T < 1$ sharpens the distribution and $T > 1$ flattens it; *top-k* keeps
 # the $k$ most probable tokens {cite}`fan2018hierarchical`; *top-p* keeps the fewest most
-# probable tokens whose probabilities add up to at least $p$ {cite}`holtzman2020curious`.
+# probable tokens whose probabilities add up to at least $p$ {cite}`holtzman2020curious`. The
+# whole loop fits on the page. `next_token_probs` applies the three filters (you write your
+# own in the exercises); the `cache` argument is section 8.6's subject:
+
 
 # %%
+def generate_loop(model, ids, n, temperature=1.0, top_k=None, top_p=None, seed=0, cache=None):
+    """ids followed by n sampled tokens; with a KV cache each step feeds only the new token."""
+    g = torch.Generator().manual_seed(seed)  # the draws: the same seed gives the same tokens
+    ids, unread = list(ids), list(ids)  # the model has read nothing yet
+    for _ in range(n):
+        x = torch.tensor([unread if cache is not None else ids])  # (1, L): what to feed
+        logits = model(x, cache)[0, -1]  # (V,): the scores of the next token
+        probs = next_token_probs(logits, temperature, top_k, top_p)  # (V,): after the filters
+        ids.append(int(torch.multinomial(probs.float(), 1, generator=g)))
+        unread = ids[-1:]  # all that a cache has not seen: the token just drawn
+    return ids
+
+
 prompt = "KING.\n"
-model64 = model.double()  # float64 on the CPU: the same samples on every machine
-print("greedy:", repr(complete(model64, tok, prompt, 80, temperature=0)))
-for kw in (
+model64 = copy.deepcopy(model).double()  # a float64 copy: the same samples on every CPU
+settings = [
+    {"temperature": 0},
     {"temperature": 0.8},
     {"temperature": 0.8, "top_k": 5},
     {"temperature": 1.0, "top_p": 0.9},
-):
-    print(kw, repr(complete(model64, tok, prompt, 80, seed=1, **kw)))
+]
+with torch.no_grad():
+    for kw in settings:
+        ours = generate_loop(model64, tok.encode(prompt), 56, seed=1, **kw)
+        assert ours == generate(model64, tok.encode(prompt), 56, seed=1, use_cache=False, **kw)
+        print(kw, repr(tok.decode(ours[len(prompt) :])))
 
 # %% [markdown]
-# Greedy decoding soon repeats itself: with the same context it always makes the same choice,
-# and a loop, once entered, never ends. Sampling varies; a lower temperature and the top-k and
-# top-p filters cut off the long tail of unlikely characters that produce misspellings. In the
-# explorer below, type a prompt and move the sliders: the table shows the model's distribution
-# of the next character and the distribution actually sampled from after the filters. (On the
-# website the widget shows its stored state; run the notebook to use it.)
+# The loop draws exactly the library's tokens (`course_lib.gpt.sampling.generate`) for each
+# setting. Greedy decoding (temperature 0) soon repeats itself: with the same context it always
+# makes the same choice, and a loop, once entered, never ends. Sampling varies; a lower
+# temperature and the top-k and top-p filters cut off the long tail of unlikely characters
+# that produce misspellings. In the explorer below, type a prompt and move the sliders: the
+# table shows the model's distribution of the next character and the distribution actually
+# sampled from after the filters. (On the website the widget shows its stored state; run the
+# notebook to use it.)
 
 # %%
-from course_lib.gpt.widget import next_token_table, sampling_explorer  # noqa: E402
+from course_lib.gpt.widget import next_token_table, sampling_explorer
 
 table = next_token_table(model64, tok, "To be, or not to b", temperature=1.0, top_k=3)
 print([(t, round(a, 3), round(b, 3)) for t, a, b in table[:4]])
-assert table[0][0] == "e" and sum(b > 0 for _, _, b in table) == 3
 sampling_explorer(model64, tok, "To be, or not to b")
 
 # %% [markdown]
-# ## 8.6 The KV cache (core, 5 min)
+# ## 8.6 The KV cache (core, 8 min)
 #
 # Generating $N$ tokens by re-running the whole window each time repeats work: the keys and
 # values of the earlier positions do not change when a token is appended (the causal mask saw
 # to that). A **KV cache** keeps them, so each step feeds only the new token: one query row
-# against all cached keys. The library's `generate(use_cache=True)` does that; it must give
-# exactly what the uncached loop gives:
+# against all cached keys. Inside every attention layer of the library's model
+# (`course_lib.gpt.accelerated`), the cache costs three lines: the new keys and values are
+# appended to the cached ones before the queries read them,
+#
+# ```python
+# if past is not None:  # (B, h, T, d_head) each: every earlier position
+#     k, v = torch.cat([past[0], k], dim=-2), torch.cat([past[1], v], dim=-2)
+# cache.layers[layer] = (k, v)  # (B, h, T + L, d_head): now including the new positions
+# ```
+#
+# and the new tokens take the positions after the cached ones. Watch the cache grow while the
+# prompt and then one more token go through the model:
 
 # %%
 ids = tok.encode(prompt)
-cached, l1 = generate(
-    model64, ids, 100, temperature=0.8, seed=3, use_cache=True, return_logits=True
-)
-plain, l2 = generate(
-    model64, ids, 100, temperature=0.8, seed=3, use_cache=False, return_logits=True
-)
-assert cached == plain and torch.allclose(l1, l2, atol=1e-10)
-print("the same 100 tokens, logits equal to 1e-10")
+cache = model64.new_cache()  # one (k, v) per layer, empty
+with torch.no_grad():
+    model64(torch.tensor([ids]), cache)  # the prompt, all at once
+    print("after the prompt: layer 0 keeps k and v of shape", tuple(cache.layers[0][0].shape))
+    step = model64(torch.tensor([tok.encode("T")]), cache)[0, -1]  # (V,): one new position
+    print("after one token more:", tuple(cache.layers[0][0].shape), "(B, h, T, d_head)")
+    again = model64(torch.tensor([ids + tok.encode("T")]))[0, -1]  # (V,): recomputed, no cache
+print("the same logits as recomputing the window:", torch.allclose(step, again, atol=1e-12))
+
+# %% [markdown]
+# With a cache, the loop of section 8.5 feeds the prompt once and then one token per step, and
+# it must write exactly what the uncached loop writes:
+
+# %%
+with torch.no_grad():
+    cached = generate_loop(model64, ids, 56, temperature=0.8, seed=3, cache=model64.new_cache())
+    plain = generate_loop(model64, ids, 56, temperature=0.8, seed=3)
+    lib = generate(model64, ids, 56, temperature=0.8, seed=3, use_cache=True)
+assert cached == plain == lib
+print("the same 56 tokens with and without the cache:", repr(tok.decode(cached[len(ids) :])))
 
 # %% [markdown]
 # The work per new token falls from a forward pass over the whole window to a forward pass over
-# one position (plus reading the cache), so the saving grows with the window: for 64 positions
-# `benchmarks/gpt.py` measures it (the appendix gives the numbers). Once the text is longer
-# than the context, the window slides and every position changes, so the cache is rebuilt;
-# models with relative positions (RoPE) can instead keep a rolling cache.
+# one position (plus reading the cache), so the saving grows with the window; the appendix
+# gives `benchmarks/gpt.py`'s measurement. Once the text is longer than the context, the window
+# slides and every position changes, so the library's `generate` rebuilds the cache (our loop
+# above stops at the context length); models with relative positions (RoPE) can instead keep a
+# rolling cache (the stretch exercise). An exercise asks you to write the
+# inside of the cache yourself: one new token through every layer of the model of section 8.2.
 
 # %% [markdown]
-# ## 8.7 Fine-tuning: eqs. (22) to (24) and the padding pitfall (optional, 10 min)
+# ## 8.7 Fine-tuning: eqs. (22) to (24) and the padding pitfall (optional, 18 min)
 #
 # For a labelled task, GPT puts a linear layer $W_y$ on the final hidden state of the *last*
 # token, $P(y \mid x^1..x^m) = \mathrm{softmax}(h^m W_y)$ (eq. 23), and maximises
@@ -422,11 +599,11 @@ with torch.no_grad():
     h = model64.hidden(batch)  # (B, L, d): the final hidden states
     alone = [model64.hidden(torch.tensor([tok.encode(t)]))[0, -1] for t in texts]
 w_y = 0.02 * torch.randn(model64.config.d_model, 2, dtype=torch.float64)  # fresh head (d, C)
-right = acc.classifier_logits(h, w_y, lengths)  # (B, C): h^m at each last real token
+right = A.classifier_logits(h, w_y, lengths)  # (B, C): h^m at each last real token
 wrong = h[:, -1] @ w_y  # reads padding for the shorter text
-assert torch.allclose(right, torch.stack(alone) @ w_y)
-assert torch.allclose(wrong[0], right[0]) and not torch.allclose(wrong[1], right[1])
 print(np.round(right.numpy(), 2), np.round(wrong.numpy(), 2), sep="\n")
+same_as_alone = torch.allclose(right, torch.stack(alone) @ w_y)
+print("the right reading equals each text run alone:", same_as_alone)
 
 # %% [markdown]
 # The first text fills the batch, so both readings agree on it; the second is padded and only
@@ -437,12 +614,11 @@ print(np.round(right.numpy(), 2), np.round(wrong.numpy(), 2), sep="\n")
 labels = torch.tensor([0, 1])
 with torch.no_grad():
     lm_logits = model64(batch)
+l1_part = A.causal_lm_loss(lm_logits, batch, lengths)  # L1 on the real tokens only
 for lam in (0.0, 0.5):
-    l3 = acc.fine_tune_loss(right, labels, lm_logits, batch, lengths, lam=lam)
-    print(f"lambda = {lam}: L3 = {float(l3):.3f}")
-l1_part = acc.causal_lm_loss(lm_logits, batch, lengths)
-assert torch.isclose(acc.fine_tune_loss(right, labels, lm_logits, batch, lengths, lam=0.5),
-                     F.cross_entropy(right, labels) + 0.5 * l1_part)  # fmt: skip
+    l3 = A.fine_tune_loss(right, labels, lm_logits, batch, lengths, lam=lam)
+    by_hand = F.cross_entropy(right, labels) + lam * l1_part  # L2 + lambda L1
+    print(f"lambda = {lam}: L3 = {float(l3):.3f}, by hand {float(by_hand):.3f}")
 
 # %% [markdown]
 # **Measured: does pre-training help, and does $\lambda$?** `course_lib.gpt.finetune.compare`
@@ -452,82 +628,116 @@ assert torch.isclose(acc.fine_tune_loss(right, labels, lm_logits, batch, lengths
 # Shakespeare model or from the same architecture freshly initialised, with $\lambda = 0$ and
 # $\lambda = 0.5$. The package labels each address with the president's party. Before training
 # anything, ask how much 64 characters *can* say about a label: a naive Bayes classifier on
-# character trigrams takes a second and gives a rough ceiling. Here it is for the party, and for
-# a second label the package's years give, the era (before 1900 or from 1900 on, balanced so
-# that chance is exactly 0.5):
+# character trigrams takes a second and gives a strong baseline (not a ceiling: a model that
+# learns better features, or reads more of each piece, can beat it). Here it is for the party,
+# and for a second label the package's years give, the era (before 1900 or from 1900 on,
+# balanced so that chance is exactly 0.5):
 
 # %%
-import json  # noqa: E402
+from course_lib.gpt.datasets import distinctive_words, sotu_split
+from course_lib.gpt.finetune import encode_examples, naive_bayes_accuracy
 
-from course_lib.gpt.datasets import sotu_split  # noqa: E402
-from course_lib.gpt.finetune import naive_bayes_accuracy  # noqa: E402
-from course_lib.paths import data_path  # noqa: E402
-
-ceiling = {}
+naive_bayes = {}
 for label in ("party", "era"):
     train_pieces, test_pieces = sotu_split(4000, 1000, label=label, balance=label == "era")
-    ceiling[label] = naive_bayes_accuracy(
+    naive_bayes[label] = naive_bayes_accuracy(
         [p[:2] for p in train_pieces], [p[:2] for p in test_pieces], n=3, width=64
     )
-    print(f"{label:5}: naive Bayes on the first 64 characters, test accuracy {ceiling[label]:.3f}")
+    print(
+        f"{label:5}: naive Bayes on the first 64 characters, test accuracy {naive_bayes[label]:.3f}"
+    )
 print("an era piece:", repr(train_pieces[0][0][:64]), "label", train_pieces[0][1])
-assert ceiling["party"] < 0.62 < 0.74 < ceiling["era"]
+assert naive_bayes["party"] < 0.62 < 0.74 < naive_bayes["era"]
 
 # %% [markdown]
-# Party is barely readable from 64 characters; era is (old addresses speak of "the Union",
-# "Gentlemen of the Senate", treaties and tariffs; modern ones of "Americans", "jobs",
-# "tonight"). The shipped party run (200 steps, one seed) confirms it:
+# Party is barely readable from 64 characters; era is. Which words give the era away? Rank the
+# words of the first 64 characters of the training pieces by how much more often they occur in
+# one era than in the other (the log-ratio of the fractions of pieces that contain them, among
+# words in at least 20 pieces):
+
+# %%
+words = distinctive_words(train_pieces, width=64)
+print("before 1900:", ", ".join(words[0]))
+print("from 1900:  ", ", ".join(words[1]))
+assert {"revenue", "mexico", "subject", "condition", "however", "thus"} <= set(words[0])
+assert {"tonight", "today", "help", "program", "americans", "ve"} <= set(words[1])
+
+# %% [markdown]
+# Old openings speak of revenue and Mexico, of the "subject" and the "condition" of things, and
+# write "however" and "thus"; modern ones say "tonight", "today", "help", "program" and
+# "Americans", and contract ("we've" gives the "ve"). The assertions under the cell check that
+# these words are the computed ones. The shipped party run (200 steps, one seed) shows what the
+# naive Bayes number predicts:
 
 # %%
 ft = json.loads(data_path("gpt", "finetune_results.json").read_text())
 for r in ft["results"]:
-    print(f"party  {r['start']:12} lambda = {r['lambda']}: test accuracy {r['accuracy']:.3f}, "
-          f"LM loss on the test pieces {r['lm_loss']:.2f}")  # fmt: skip
-acc_by = {(r["start"], r["lambda"]): r["accuracy"] for r in ft["results"]}
-lm_by = {(r["start"], r["lambda"]): r["lm_loss"] for r in ft["results"]}
-assert all(0.45 < a < 0.6 for a in acc_by.values())  # all close to chance
-assert lm_by[("pre-trained", 0.5)] < lm_by[("pre-trained", 0.0)] - 1  # lambda keeps the LM
+    print(
+        f"party  {r['start']:12} lambda = {r['lambda']}: test accuracy {r['accuracy']:.3f}, "
+        f"LM loss on the test pieces {r['lm_loss']:.2f}"
+    )
+assert all(0.45 < r["accuracy"] < 0.6 for r in ft["results"])  # all close to chance
 
 # %% [markdown]
 # Every party accuracy is within a few points of a coin toss, and with 1,000 test pieces one
 # standard error is about 1.6 points, so this run cannot rank the four settings. The era task
 # has signal, so there the comparison means something; it ships in
-# `data/gpt/finetune_era.json` (300 steps of 32 pieces, three seeds per setting):
+# `data/gpt/finetune_era.json` (300 steps of 32 pieces, three seeds per setting). To read its
+# language-model losses we need one more number: the loss on the same test pieces *before*
+# fine-tuning, for each start:
 
 # %%
+test_ids, test_len = encode_examples(tok, [p[0] for p in test_pieces], 64)  # (1000, 64), (1000,)
+with torch.no_grad():
+    before = {
+        "pre-trained": float(A.causal_lm_loss(model(test_ids), test_ids, test_len)),
+        "scratch": float(A.causal_lm_loss(GPT(model.config, seed=0)(test_ids), test_ids, test_len)),
+    }
+print(
+    "LM loss on the era test pieces before fine-tuning:",
+    {k: round(v, 2) for k, v in before.items()},
+)
+
 era = json.loads(data_path("gpt", "finetune_era.json").read_text())["results"]
 era_acc, era_lm = {}, {}
 for r in era:
     era_acc.setdefault((r["start"], r["lambda"]), []).append(r["accuracy"])
     era_lm.setdefault((r["start"], r["lambda"]), []).append(r["lm_loss"])
 for key, accs in era_acc.items():
-    print(f"era    {key[0]:12} lambda = {key[1]}: mean accuracy {np.mean(accs):.3f} "
-          f"(seeds {', '.join(f'{a:.3f}' for a in accs)}), LM loss {np.mean(era_lm[key]):.2f}")  # fmt: skip
+    se = np.std(accs, ddof=1) / np.sqrt(len(accs))
+    print(
+        f"era    {key[0]:12} lambda = {key[1]}: accuracy {np.mean(accs):.3f} ± {se:.3f} "
+        f"(seeds {', '.join(f'{a:.3f}' for a in accs)}), LM loss after "
+        f"{np.mean(era_lm[key]):.2f}"
+    )
 mean = {k: float(np.mean(v)) for k, v in era_acc.items()}
-lm_mean = {k: float(np.mean(v)) for k, v in era_lm.items()}
 pre = (mean[("pre-trained", 0.0)] + mean[("pre-trained", 0.5)]) / 2
 scratch = (mean[("scratch", 0.0)] + mean[("scratch", 0.5)]) / 2
 print(f"averaged over lambda: pre-trained {pre:.3f}, from scratch {scratch:.3f}")
-assert all(0.6 < a < ceiling["era"] for accs in era_acc.values() for a in accs)
-assert pre > scratch and all(
-    lm_mean[(s, 0.5)] < lm_mean[(s, 0.0)] - 1 for s in ("pre-trained", "scratch")
-)
+assert all(0.55 < a < 0.9 for accs in era_acc.values() for a in accs)  # a sanity range
 
 # %% [markdown]
-# Every setting learns the era (0.63 to 0.68 on every seed, against 0.5 for a coin) and every one
-# stays below the naive Bayes ceiling of 0.78: 300 steps of 32 pieces is 2.4 passes over the
-# training pieces, for a network that has to find by gradient descent what counting trigrams
-# finds at once. Pre-training helps a little, about 1.6 points averaged over $\lambda$, while
-# the seeds of one setting spread over 1 to 5 points: suggestive, not conclusive. That is what
-# to expect from *this* pre-training: 2000 steps of Shakespeare teach a 0.8-million-parameter
-# character model spelling and common words, not the vocabulary of tariffs, treaties and jobs
-# that dates a speech. $\lambda$ makes no difference to the accuracy here. What it clearly
-# does is the other half of eq. (24): with $\lambda = 0$ the language model decays while the
-# head trains (its loss on the test pieces rises to 3.2 for the pre-trained start), and with
-# $\lambda = 0.5$ it stays a language model of the new text (1.85). The GPT paper found the
-# auxiliary loss helped on its larger data sets and not on small ones
-# {cite}`radford2018improving`; our set is small. Chapter 9 trains an encoder on the same task
-# and compares it with a causal model of the same size.
+# Every setting learns the era (0.63 to 0.68 on every seed, against 0.5 for a coin) and every
+# one stays below the naive Bayes baseline of 0.78: 300 steps of 32 pieces is 2.4 passes over
+# the training pieces, for a network that has to find by gradient descent what counting
+# trigrams finds at once. Pre-training helps a little, about 1.6 points averaged over
+# $\lambda$, while the seeds of one setting spread over 1 to 5 points: suggestive, not
+# conclusive. That is what to expect from *this* pre-training: 2000 steps of Shakespeare teach
+# a 0.8-million-parameter character model spelling and common words, not the vocabulary of
+# revenue, Mexico and programs that dates a speech. $\lambda$ makes no difference to the
+# accuracy here.
+#
+# What $\lambda$ clearly does is the other half of eq. (24), and the losses before fine-tuning
+# say how to read it. The Shakespeare model starts at 2.10 nats per character on the
+# addresses, already a language model of English prose; with $\lambda = 0$ its loss rises to
+# 3.2 while the head trains: it *forgets*, since it knew this text before. With
+# $\lambda = 0.5$ it falls to 1.85, a better model of the new text than it started. The
+# scratch model starts at $\ln 77 \approx 4.35$ and stays there with $\lambda = 0$ (4.36):
+# the head's loss alone teaches it nothing about the next character; $\lambda = 0.5$ brings it
+# to 2.43. The GPT paper found the auxiliary loss helped on
+# its larger data sets and not on small ones {cite}`radford2018improving`; our set is small.
+# Chapter 9 trains an encoder on the same task and compares it with a causal model of the same
+# size.
 
 # %% [markdown]
 # ### 8.7.1 Structured inputs: the paper's input transformations (optional, 4 min)
@@ -546,7 +756,7 @@ assert pre > scratch and all(
 #   each a single score, and a softmax over the answers picks one.
 
 # %%
-from course_lib.gpt.finetune import add_special_tokens, task_logits, transform_inputs  # noqa: E402
+from course_lib.gpt.finetune import add_special_tokens, task_logits, transform_inputs
 
 examples = {
     "classification": ("O happy dagger!",),
@@ -593,15 +803,22 @@ assert torch.allclose(ab, ba, atol=1e-12) and mc.shape == (2,)
 # model on $L_3$, exactly as above.
 
 # %% [markdown]
-# ## 8.8 GPT-2 and GPT-3: the same model, larger (core, 5 min)
+# ## 8.8 GPT-2 and GPT-3: the same model, larger (core, 4 min)
 #
-# GPT-2 {cite}`radford2019language` kept GPT's objective and architecture with two changes that
-# our model already has: the norm moved to the start of each branch (pre-LN) with one final norm
-# after the last block, and the projections that write into the residual stream were
-# initialised with a standard deviation scaled down by $\sqrt{2n}$ for $n$ blocks, so that the
-# sum of $2n$ residual branches starts at the size of one. Strabel's notes stress the scale:
-# from about 100 M to 1.5 B parameters, trained on WebText, evaluated on tasks *without*
-# fine-tuning. GPT-3 {cite}`brown2020language` went to 175 B parameters (the slides' table;
+# GPT-2 {cite}`radford2019language` kept GPT's objective and architecture with two
+# architectural changes that our model already has: the norm moved to the start of each branch
+# (pre-LN) with one final norm after the last block, and the projections that write into the
+# residual stream were initialised with a standard deviation scaled down by $\sqrt{2n}$ for $n$
+# blocks, so that the sum of $2n$ residual branches starts at the size of one. It also read
+# more at once and in other units: a context of 1,024 tokens instead of 512, a byte-level BPE
+# vocabulary of 50,257 tokens (chapter 7), and batches of 512 sequences. Strabel's notes stress
+# the scale, from about 100 M to 1.5 B parameters evaluated *without* fine-tuning, and make two
+# slips here (section 8.3's list continues). WebText was not "based on Common Crawl": GPT-2's
+# authors set Common Crawl aside for its quality and scraped the pages linked from Reddit posts
+# with at least 3 karma (their section 2.1). And "state-of-the-art performance on many tasks
+# without the need to fine-tune" holds for language modelling, 7 of the 8 data sets they tried,
+# but not for summarisation, translation or question answering, where the zero-shot model was
+# far behind. GPT-3 {cite}`brown2020language` went to 175 B parameters (the slides' table;
 # chapter 5 counts its parameters and corrects its 13 B row) and showed *in-context learning*:
 # given a few worked examples in the prompt (few-shot), a large model does the task without any
 # change to its weights. Our initialisation:
@@ -620,7 +837,7 @@ assert (
 )
 
 # %% [markdown]
-# ## 8.9 In-context learning: zero-, one- and few-shot prompting (core, 7 min)
+# ## 8.9 In-context learning: zero-, one- and few-shot prompting (core, 8 min)
 #
 # GPT-3 {cite}`brown2020language` is evaluated without any fine-tuning: the prompt holds a
 # description of the task and $K$ worked examples (*shots*), zero-shot ($K = 0$), one-shot or
@@ -636,7 +853,7 @@ assert (
 # Shakespeare, each set off by blank lines (`course_lib.gpt.incontext.pretraining_text`):
 
 # %%
-from course_lib.gpt import incontext as icl  # noqa: E402
+from course_lib.gpt import incontext as icl
 
 mixed = icl.pretraining_text(text, seed=0, per_paragraph=icl.PER_PARAGRAPH)
 start = mixed.index("\n\n", 3000)
@@ -661,8 +878,11 @@ with torch.no_grad():
     probs = torch.softmax(icl_model(torch.tensor([icl_tok.encode("\n\n" + prompt)]))[0, -1], -1)
 best = probs.topk(3)
 print(f"code {code}\n{prompt}")
-print("model:", [(icl_tok.decode([int(i)]), round(float(p), 2)) for p, i in zip(*best, strict=True)],
-      f"answer {answer!r}")  # fmt: skip
+print(
+    "model:",
+    [(icl_tok.decode([int(i)]), round(float(p), 2)) for p, i in zip(*best, strict=True)],
+    f"answer {answer!r}",
+)
 
 # %% [markdown]
 # Now 400 held-out episodes for each number of shots. A *perfect* in-context learner answers
@@ -672,11 +892,14 @@ print("model:", [(icl_tok.decode([int(i)]), round(float(p), 2)) for p, i in zip(
 
 # %%
 shots = icl.SHOTS
-acc_k = icl.accuracy_by_shots(icl_model, icl_tok, shots, n_episodes=400)
-print({k: round(a, 2) for k, a in acc_k.items()})
-_, ax = new_axes(title="Few-shot accuracy on held-out secret codes", xlabel="shots in the prompt",
-                 ylabel="accuracy of the next character")  # fmt: skip
-ax.plot(shots, [acc_k[k] for k in shots], "o-", label="our GPT (0.1 M parameters)")
+shot_accuracy = icl.accuracy_by_shots(icl_model, icl_tok, shots, n_episodes=400)
+print({k: round(a, 2) for k, a in shot_accuracy.items()})
+_, ax = new_axes(
+    title="Few-shot accuracy on held-out secret codes",
+    xlabel="shots in the prompt",
+    ylabel="accuracy of the next character",
+)
+ax.plot(shots, [shot_accuracy[k] for k in shots], "o-", label="our GPT (0.1 M parameters)")
 ax.plot(shots, [icl.ideal_accuracy(k) for k in shots], "s--", label="a perfect in-context learner")
 ax.axhline(1 / 26, color="grey", ls=":", label="a guess (1/26)")
 ax.legend()
@@ -687,26 +910,86 @@ plt.show()
 # but nothing tells it which one. Each shot reveals one entry of the code, and up to four shots
 # the model's accuracy climbs with the number of shots, close to the perfect learner's curve.
 # Nothing changed in its weights between the points of this plot: only the prompt did. From
-# four to eight shots it gains little, while a perfect learner still gains 0.2: this small
-# model finds the query's letter reliably only among the last four or five lines of the
-# prompt, and longer training (6,000 steps gave 0.62 at eight shots, 12,000 steps 0.70) pushes
-# that reach back only slowly.
-
-# %%
-assert acc_k[0] < 0.1  # no shot: about 1 in 26
-assert all(acc_k[a] + 0.1 < acc_k[b] for a, b in ((0, 1), (1, 2), (2, 4)))  # more shots help
-assert acc_k[8] > acc_k[4] - 0.05 and acc_k[8] > 0.6  # ... and 8 do not hurt
+# four to eight shots it gains little, while a perfect learner still gains 0.2. Section 8.9.1
+# asks why.
+#
+# What the model learned in pre-training is a procedure, "find the earlier line with the same
+# letter and copy what followed it", carried out by attention over the prompt. GPT-3's tasks
+# (translation, arithmetic, question answering) also need what the model knows, and its shots
+# mostly tell it *which* task and format are wanted. Two cautions: our episodes are in the
+# pre-training text, so this shows a model *using* its prompt, not a model discovering a task
+# it never saw; and the codes it is tested on are new, but the task is not.
 
 # %% [markdown]
-# What the model learned in pre-training is a procedure, "find the earlier line with the same
-# letter and copy its output", carried out by attention over the prompt: in small models this
-# is the *induction head* of Olsson et al. (2022), two heads in consecutive layers, one that
-# marks each position with the token before it and one that looks for the current token's
-# earlier occurrence. Our task needs nothing else, which is why a 2-layer model can learn it;
-# GPT-3's tasks (translation, arithmetic, question answering) also need what the model knows,
-# and its shots mostly tell it *which* task and format are wanted. Two cautions: our episodes are
-# in the pre-training text, so this shows a model *using* its prompt, not a model discovering
-# a task it never saw; and the codes it is tested on are new, but the task is not.
+# ### 8.9.1 Where does the model look? (optional, 8 min)
+#
+# The shots curve mixes two things: whether the query's letter was shown at all, and how far
+# back it was. To separate them, write 8-shot prompts in which the query's letter is shown
+# exactly once, $d$ lines before the query ($d = 1$: the last line), the other seven lines
+# showing the code's other letters (`icl.episode_at_distance`). A perfect in-context learner
+# scores 1 at every distance. And to see *how* the model answers, read its attention weights
+# (`icl.attention_maps` recomputes them from the weights; the fused kernel does not return
+# them). Olsson et al. {cite}`olsson2022context` describe the *induction head*, a two-layer
+# circuit that does exactly this copy: a layer-1 head writes into each position the token
+# before it (a previous-token head), and a layer-2 head, from the current token, attends to
+# the position *after* that token's earlier occurrence, whose state now says "I follow a `k`",
+# and copies what is there, here the answer. If our model does this, its layer-2 heads should
+# put their weight on the shot's answer, and a layer-1 head should carry each answer's letter
+# into it:
+
+# %%
+rnd = random.Random(11)
+dist_acc, on_answer, on_letter = {}, {}, {}
+with torch.no_grad():
+    for d in range(1, 9):
+        episodes = [icl.episode_at_distance(icl.make_code(rnd), 8, d, rnd) for _ in range(200)]
+        ids_d = torch.tensor([icl_tok.encode("\n\n" + p) for p, _ in episodes])  # (200, 27)
+        want = torch.tensor([icl_tok.encode(a)[0] for _, a in episodes])  # (200,)
+        dist_acc[d] = float((icl_model(ids_d)[:, -1].argmax(-1) == want).double().mean())
+        w1, w2 = icl.attention_maps(icl_model, ids_d)  # (200, h, L, L) per layer
+        answer = 2 + 3 * (8 - d) + 1  # after "\n\n", 3 characters a line: the shot's code letter
+        on_answer[d] = w2[:, :, -1, answer].mean(0)  # (h,): layer 2, from the query
+        on_letter[d] = w1[:, :, answer, answer - 1].mean(0)  # (h,): layer 1, answer -> its letter
+se = {d: math.sqrt(a * (1 - a) / 200) for d, a in dist_acc.items()}
+print("accuracy by distance:", {d: f"{a:.2f} ± {se[d]:.2f}" for d, a in dist_acc.items()})
+print("layer 2, weight from the query on the answer, per head:")
+for d in (1, 3, 5, 8):
+    print(f"  distance {d}:", np.round(on_answer[d].numpy(), 2))
+print(
+    "layer 1, largest weight from an answer onto its own letter:",
+    round(float(torch.stack(list(on_letter.values())).max()), 2),
+)
+
+fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 3.2), width_ratios=(1, 1.6))
+ds = list(dist_acc)
+ax1.errorbar(ds, [dist_acc[d] for d in ds], [se[d] for d in ds], marker="o", label="accuracy")
+ax1.plot(ds, [float(on_answer[d].mean()) for d in ds], "s--", label="layer-2 weight on the answer")
+ax1.set(
+    xlabel="lines between the shot and the query", title="One shot, d lines back", ylim=(0, 1.05)
+)
+ax1.legend()
+prompt_d, _ = icl.episode_at_distance(icl.make_code(random.Random(5)), 8, 3, random.Random(5))
+chars = icl_tok.encode("\n\n" + prompt_d)
+w2 = icl.attention_maps(icl_model, torch.tensor([chars]))[1][0, :, -1]  # (h, L): from the query
+ax2.imshow(w2.numpy(), aspect="auto", cmap="Greys", vmin=0, vmax=1)
+ax2.set_xticks(range(len(chars)), [repr(c)[1:-1] for c in icl_tok.decode(chars)], fontsize=7)
+ax2.set(ylabel="layer-2 head", title="Layer-2 attention from the query (d = 3)", yticks=range(4))
+ax2.grid(False)
+plt.show()
+
+# %% [markdown]
+# The model finds the shot reliably when it is 1 to 3 lines back (0.78 to 1.00, with an
+# unexplained dip at 2), about a third of the time 4 to 6 lines back, and rarely 7 or 8 lines
+# back: its reach, not whether the letter was shown, is what flattens the shots curve beyond
+# four shots. The layer-2 heads agree with the accuracy: from the query they put most of their
+# weight (0.5 to 0.9) on the shot's answer when it is near, and less as it recedes; the map on
+# the right shows all four heads on the answer of the matching line, three lines up. That is
+# the second half of an induction head. The first half does not show: no layer-1 head puts more
+# than 0.04 of its weight from an answer onto the letter before it, so how an answer's state
+# comes to "know" its letter is not what Olsson et al. describe, or not visible in the weights
+# alone. The induction head is therefore a hypothesis for our model's first layer, and the
+# ablation that would test it (remove each layer-1 head, measure the accuracy) is left as a
+# question.
 
 # %% [markdown]
 # ## 8.10 Training fast (optional, 8 min)
@@ -746,11 +1029,15 @@ print(
 # %%
 race = json.loads(data_path("gpt", "race.json").read_text())
 print(f"target: baseline's validation loss after 2000 steps, {race['target']:.3f}\n")
-print(f"{'recipe':12} {'parameters':>10} {'reached at step':>15} {'s/step':>7} "
-      f"{'training s':>10} {'speed-up':>8}")  # fmt: skip
+print(
+    f"{'recipe':12} {'parameters':>10} {'reached at step':>15} {'s/step':>7} "
+    f"{'training s':>10} {'speed-up':>8}"
+)
 for r in race["rows"]:
-    print(f"{r['recipe']:12} {r['parameters']:>10,} {r['reached_at_step']:>15} "
-          f"{r['seconds_per_step']:>7.3f} {r['seconds_to_target']:>10.0f} {r['speed_up']:>7.2f}x")  # fmt: skip
+    print(
+        f"{r['recipe']:12} {r['parameters']:>10,} {r['reached_at_step']:>15} "
+        f"{r['seconds_per_step']:>7.3f} {r['seconds_to_target']:>10.0f} {r['speed_up']:>7.2f}x"
+    )
 speed = {r["recipe"]: r["speed_up"] for r in race["rows"]}
 assert speed["fast"] >= 1.5
 
@@ -777,158 +1064,159 @@ plt.show()
 # from data (chapter 6); its rotations cost a little per step, far less than they save. The
 # last change did **not** pay here: RMSNorm without biases reached the target one evaluation
 # later (1000 steps; with one seed, one evaluation interval is within the noise) and each of
-# its steps cost about 7% more, because PyTorch's `rms_norm` has no fused kernel on the CPU
-# (forward and backward at this size take about three times as long as the fused
-# `layer_norm`'s). So `fast` finishes 1.92 times sooner than `baseline`, above the 1.5 target,
+# its steps cost about 7% more (the table's seconds per step), plausibly because PyTorch's
+# `rms_norm` has no fused kernel on the CPU while `layer_norm` has. So `fast` finishes 1.92 times sooner than `baseline`, above the 1.5 target,
 # and the ablation shows that the recipe one row earlier was faster still. RMSNorm earns its
 # place in large models on GPUs, where it is fused and drops the mean's work; an ablation table
 # is how you find out what pays on *your* machine and at *your* size.
-#
-# Two more measurements from the course's machine. The race's seconds per step (about 0.17) are
-# those of a machine shared with other jobs; with the machine nearly to itself, a step took
-# 0.07 to 0.09 s, and the turns keep the *ratios* fair whatever the load. PyTorch's default of two threads on
-# two shared cores ran a step many times slower than one thread (the threads wait for each
-# other while other processes hold the cores), so the race uses one. `torch.compile` and
-# bfloat16 autocast were not tried.
 
 # %% [markdown]
 # ## Exercises
 #
-# Four kinds: implement (a checker tells you what is wrong), predict then check, a conceptual
-# question, and a stretch problem. Solutions are folded below each exercise.
+# Five exercises: two implementations of the chapter's signature algorithms (a checker tells
+# you what is wrong), a debugging problem, a conceptual question and a stretch problem; the
+# predict-then-check question sat in section 8.4. Solutions are folded below each exercise.
+# The two implementations take about 15 minutes each, the debugging and conceptual questions 5
+# each, the stretch problem 10.
 #
-# ```{exercise} The causal LM loss
-# :label: ex-gpt-loss
+# ```{exercise} Temperature, top-k and top-p
+# :label: ex-gpt-sampling
 #
-# Write `my_lm_loss(logits, tokens)` in NumPy: logits (B, L, V) and integer tokens (B, L); return
-# the mean over all predictions of $-\log P(\text{next token})$, eq. (20) as a loss.
+# Write `my_probs(logits, temperature=1.0, top_k=None, top_p=None)`: from the logits (V,) of
+# the next token, a float64 tensor, return the distribution (V,) that section 8.5's loop draws
+# from. Top-k keeps the `top_k` largest logits; the temperature divides the logits; top-p
+# keeps, of the distribution after the temperature, the fewest most probable tokens whose
+# probabilities add up to at least `top_p`; the dropped tokens get probability 0 and the kept
+# ones add up to 1. Temperature 0 means greedy: probability 1 on the largest logit. The
+# checker compares your distributions with the library's on random logits and then runs your
+# function inside a generation loop, which must draw the library's tokens for the same seed.
 # ```
 
 
 # %%
-def my_lm_loss(logits, tokens):
+def my_probs(logits, temperature=1.0, top_k=None, top_p=None):
     raise NotImplementedError  # your code here
 
 
-check.causal_lm_loss(my_lm_loss)
+check.sampling_probs(my_probs)
 
 # %% [markdown] tags=["solution"]
-# ```{solution-start} ex-gpt-loss
+# ```{solution-start} ex-gpt-sampling
 # :class: dropdown
 # ```
 
 
 # %% tags=["solution"]
-def my_lm_loss(logits, tokens):
-    z = logits[:, :-1] - logits[:, :-1].max(-1, keepdims=True)  # (B, L-1, V), stable
-    logp = z - np.log(np.exp(z).sum(-1, keepdims=True))  # log-softmax
-    picked = np.take_along_axis(logp, tokens[:, 1:, None], axis=-1)  # (B, L-1, 1)
-    return -picked.mean()
+def my_probs(logits, temperature=1.0, top_k=None, top_p=None):
+    z = logits.clone()  # (V,)
+    if top_k is not None:
+        z[z < torch.topk(z, top_k).values[-1]] = -math.inf  # keep the k largest
+    if temperature == 0:
+        return F.one_hot(z.argmax(), z.numel()).to(z.dtype)  # greedy
+    z = z / temperature
+    if top_p is not None:
+        probs = torch.softmax(z, -1)
+        order = probs.argsort(descending=True)  # most probable first
+        before = torch.cumsum(probs[order], 0) - probs[order]  # mass ranked above each
+        z[order[before >= top_p]] = -math.inf  # drop once the mass above reaches p
+    return torch.softmax(z, -1)
 
 
-check.causal_lm_loss(my_lm_loss, require=True)
+check.sampling_probs(my_probs, require=True)
 
 # %% [markdown] tags=["solution"]
 # ```{solution-end}
 # ```
 
 # %% [markdown]
-# ```{exercise} Predict the loss at initialisation
-# :label: ex-gpt-predict
+# ```{exercise} A KV cache from scratch
+# :label: ex-gpt-cache
 #
-# A fresh baseline GPT for our 77 characters has tiny weights (standard deviation 0.02), so its
-# logits are all close to 0. Before running the cell, write down its mean loss over 100 windows
-# of the training text, to two decimals.
+# Write `my_step(token, p, c, cache)`: one new token (an int) through the GPT of section 8.2
+# (`p = model.parameter_dict()`, `c` its config: learned positions, LayerNorm, GELU), returning
+# the logits (V,) of the next token. `cache` is a list, empty before the first token, that
+# your function fills in place: one `(k, v)` per layer, each of shape (h, T, d_head) for the T
+# tokens seen so far. The new token sits at the position after the cached ones, and its query
+# attends to every cached key and to its own. The checker feeds a sequence token by token and
+# compares every step's logits with recomputing the whole window without a cache.
 # ```
 
+
 # %%
-prediction = None  # your prediction here
-with torch.no_grad():
-    start_loss = float(fresh.loss(train_ids[:6400].reshape(100, 64)))  # 100 windows
-check_prediction(prediction, round(start_loss, 2), what="the loss at initialisation", rtol=0.02)
+def my_step(token, p, c, cache):
+    raise NotImplementedError  # your code here
+
+
+check.cached_step(my_step)
 
 # %% [markdown] tags=["solution"]
-# ```{solution-start} ex-gpt-predict
+# ```{solution-start} ex-gpt-cache
 # :class: dropdown
 # ```
 
+
 # %% tags=["solution"]
-prediction = round(math.log(77), 2)  # uniform over 77 characters: ln 77 = 4.34
-assert check_prediction(
-    prediction, round(start_loss, 2), what="the loss at initialisation", rtol=0.02
-).passed
+def my_step(token, p, c, cache):
+    pos = cache[0][0].shape[1] if cache else 0  # tokens cached so far = the new position
+    x = p["tok_emb"][token] + p["pos_emb"][pos]  # (d,)
+    for i, blk in enumerate(p["blocks"]):
+        z = F.layer_norm(x, (c.d_model,), blk["norm1_gain"], blk["norm1_bias"])
+        q, k, v = (torch.einsum("d,hde->he", z, blk[f"w_{n}"]) + blk[f"b_{n}"] for n in "qkv")
+        if i == len(cache):
+            cache.append((k[:, None], v[:, None]))  # (h, 1, d_head) each
+        else:
+            K, V = cache[i]
+            cache[i] = (torch.cat([K, k[:, None]], 1), torch.cat([V, v[:, None]], 1))
+        K, V = cache[i]  # (h, T, d_head): every earlier token and this one
+        w = torch.softmax(torch.einsum("he,hte->ht", q, K) / math.sqrt(c.d_head), -1)  # (h, T)
+        x = x + torch.einsum("ht,hte->he", w, V).reshape(-1) @ blk["w_o"] + blk["b_o"]
+        z = F.layer_norm(x, (c.d_model,), blk["norm2_gain"], blk["norm2_bias"])
+        x = x + F.gelu(z @ blk["w_1"] + blk["b_1"]) @ blk["w_2"] + blk["b_2"]
+    x = F.layer_norm(x, (c.d_model,), p["final_norm_gain"], p["final_norm_bias"])
+    return x @ p["tok_emb"].T  # (V,)
+
+
+check.cached_step(my_step, require=True)
 
 # %% [markdown] tags=["solution"]
 # ```{solution-end}
 # ```
+#
+# Each step costs one position's work in every layer, plus reading T cached keys and values;
+# a causal mask is not needed, since the only query is the newest token, which may see
+# everything. (Passing `is_causal=True` to PyTorch's attention with one query row would be a
+# bug: its mask is aligned top-left, so the query would see key 0 only.)
 
 # %% [markdown]
-# ```{exercise} The schedule
-# :label: ex-gpt-schedule
+# ```{exercise} Debugging: a loss that is too good
+# :label: ex-gpt-debug
 #
-# Write `my_lr(step, lr, min_lr, warmup, decay)`: $\mathrm{lr} \cdot (\mathrm{step}+1)/\mathrm{warmup}$
-# during the warm-up, then a half cosine from `lr` to `min_lr` reached at step `decay`, and
-# `min_lr` after it.
+# A classmate trains the model of section 8.2 on Shakespeare and, after 50 steps, prints a
+# training loss of a few hundredths of a nat per character, far below the bigram count of
+# section 8.4. Their step has two lines:
+#
+# - `logits = gpt_logits(x, p, cfg, causal=False)`, the logits (B, L, V);
+# - `loss = F.cross_entropy(logits[:, :-1].reshape(-1, V), x[:, 1:].reshape(-1))`.
+#
+# Which line leaks the future, and why does the leak lower the *training* loss while the model
+# would write nonsense? Write a three-line test, with no training, that would have caught it.
 # ```
 
-
-# %%
-def my_lr(step, lr, min_lr, warmup, decay):
-    raise NotImplementedError  # your code here
-
-
-check.learning_rate(my_lr)
-
 # %% [markdown] tags=["solution"]
-# ```{solution-start} ex-gpt-schedule
+# ```{solution-start} ex-gpt-debug
 # :class: dropdown
 # ```
-
-
-# %% tags=["solution"]
-def my_lr(step, lr, min_lr, warmup, decay):
-    if step < warmup:
-        return lr * (step + 1) / warmup
-    if step >= decay:
-        return min_lr
-    progress = (step - warmup) / (decay - warmup)  # 0 -> 1 over the decay
-    return min_lr + 0.5 * (1 + math.cos(math.pi * progress)) * (lr - min_lr)
-
-
-check.learning_rate(my_lr, require=True)
-
-# %% [markdown] tags=["solution"]
-# ```{solution-end}
-# ```
-
-# %% [markdown]
-# ```{exercise} The classifier's input
-# :label: ex-gpt-last
 #
-# Write `my_last_state(hidden, lengths)`: from right-padded hidden states (B, L, d) and the
-# real lengths (B,), return the (B, d) states $h^m$ of eq. (23) at each last real token.
-# ```
-
-
-# %%
-def my_last_state(hidden, lengths):
-    raise NotImplementedError  # your code here
-
-
-check.last_token_state(my_last_state)
-
-# %% [markdown] tags=["solution"]
-# ```{solution-start} ex-gpt-last
-# :class: dropdown
-# ```
-
+# The loss line is right (logits at positions 0..L-2 against tokens 1..L-1). The leak is
+# `causal=False`: without the mask, position $i$ attends to position $i+1$, whose token is its
+# own target, so the model learns to copy it and the loss collapses. When it writes, the next
+# token does not exist yet, so the copy has nothing to read. The test is section 8.2's: change
+# the token at position $j$ and check that the logits before $j$ do not move.
 
 # %% tags=["solution"]
-def my_last_state(hidden, lengths):
-    return hidden[np.arange(len(lengths)), np.asarray(lengths) - 1]  # (B, d)
-
-
-check.last_token_state(my_last_state, require=True)
+with torch.no_grad():  # section 8.2's tiny model and token batches, run without the mask
+    leak = gpt_logits(changed, p_, cfg, causal=False) - gpt_logits(toks, p_, cfg, causal=False)
+print("the logits before position 5 moved:", bool(leak[:, :5].abs().max() > 0))
 
 # %% [markdown] tags=["solution"]
 # ```{solution-end}
@@ -994,21 +1282,25 @@ check.last_token_state(my_last_state, require=True)
 # - The model (eq. 21) is token plus position embeddings, pre-LN causal blocks, a final norm and
 #   the output layer tied to the token embedding; ours equals its NumPy reference, chapter 5's
 #   decoder and Hugging Face's GPT-2 with the same weights.
-# - Pre-training uses random windows, AdamW, warm-up and cosine decay, clipping and a held-out
-#   split; checkpoints are written atomically and read with `weights_only=True`.
-# - Generation samples one token at a time (greedy, temperature, top-k, top-p); a KV cache gives
-#   the same tokens with one new position of work per step.
+# - Pre-training uses random windows, AdamW, warm-up and cosine decay (GPT-1's schedule),
+#   clipping and a held-out split. A fresh model starts at $\ln V$; a bigram count is the first
+#   yardstick to beat (2.52 nats per character here).
+# - Generation is a ten-line loop that samples one token at a time (greedy, temperature, top-k,
+#   top-p); a KV cache gives the same tokens with one new position of work per step.
 # - Fine-tuning reads $h^m$ at the last *real* token (eq. 23) and can keep the LM loss as an
 #   auxiliary term, $L_3 = L_2 + \lambda L_1$ (eq. 24). Pairs of texts and multiple-choice
 #   questions become sequences with start, delimiter and extract tokens (both orders, summed,
 #   for similarity; one score per answer for multiple choice). Check first what the input can
-#   tell (a naive Bayes ceiling): 64 characters of a speech barely show the party, clearly the
-#   era; there, $\lambda$ keeps the language model without changing the accuracy.
+#   tell (a naive Bayes baseline): 64 characters of a speech barely show the party, clearly the
+#   era; there, $\lambda$ keeps (and improves) the language model without changing the
+#   accuracy, while with $\lambda = 0$ the pre-trained model forgets the text it knew.
 # - Training fast is measured, not assumed: a fair race takes turns on the same machine, and an
 #   ablation adds one change at a time (here the schedule and RoPE paid, RMSNorm did not).
 # - In-context learning: a model pre-trained with episodes of a task can do a *new* instance of
 #   it from examples in its prompt; on our secret codes accuracy rises from chance at zero shots
-#   towards a perfect learner's curve as shots are added, with no change to the weights.
+#   towards a perfect learner's curve as shots are added, with no change to the weights. Our
+#   small model finds a shot only a few lines back, and its layer-2 heads attend to the shot's
+#   answer; whether its first layer is an induction head's is a hypothesis.
 #
 # ## References
 #
@@ -1022,41 +1314,64 @@ check.last_token_state(my_last_state, require=True)
 # - A. Fan, M. Lewis and Y. Dauphin, "Hierarchical neural story generation", ACL 2018
 #   {cite}`fan2018hierarchical`; A. Holtzman et al., "The curious case of neural text
 #   degeneration", ICLR 2020 {cite}`holtzman2020curious`.
-# - C. Olsson et al., "In-context learning and induction heads", Transformer Circuits Thread, 2022.
+# - C. Olsson et al., "In-context learning and induction heads", Transformer Circuits Thread, 2022
+#   {cite}`olsson2022context`.
 # - I. Loshchilov and F. Hutter, "Decoupled weight decay regularization", ICLR 2019 (AdamW);
 #   A. Karpathy, nanoGPT (the baseline recipe).
+# - L. Liu et al., "On the variance of the adaptive learning rate and beyond", ICLR 2020 (RAdam)
+#   {cite}`liu2020variance`; R. Xiong et al., "On layer normalization in the Transformer
+#   architecture", ICML 2020 {cite}`xiong2020layer`.
 #
 # ## How this chapter is tested
 #
-# `tests/test_gpt.py` checks the model three ways: its forward equals the NumPy reference for
-# learned positions and RoPE, LayerNorm and RMSNorm, GELU and SwiGLU (to 1e-10 in float64); a
-# learned-position GPT equals chapter 5's `decoder_forward` and `DecoderOnlyModel`; and its
-# logits and loss equal Hugging Face's `GPT2LMHeadModel` built from a `GPT2Config` with our
-# weights copied in (float32 tolerance). It also checks causality token by token, the loss at
-# initialisation against $\ln V$, the shifted loss against a hand computation (with and without
-# padding), the learning-rate schedule by hand, that a resumed run equals an uninterrupted one
-# (losses and weights, exactly), checkpoints (atomic, `weights_only`, corrupt and mismatched
-# files refused), the command line's JSON lines, a two-process DDP run (gloo) against one
-# process with the same global batch, the KV cache against uncached generation (and a RoPE
-# model's cache chunk by chunk), the shared RoPE tables against chapter 6's
-# `rotary_embedding`, which tokens top-k and top-p keep and that sampled frequencies follow the
-# distribution, that the classifier reads the last real token whatever the padding, eq. (24)
-# by hand, the GPT paper's input transformations (each task's sequences by hand, similarity
-# independent of the order of its texts, multiple-choice scores unaffected by padding), the
-# in-context episodes (template, one code per episode, the perfect learner's accuracy by hand),
-# a short in-context pre-training run, that the shipped in-context model's accuracy rises with
-# the number of shots, that fine-tuning learns a separable toy task, the exercise checkers' named
-# mistakes, and that the shipped checkpoint loads. `benchmarks/gpt.py` times generation with
-# and without the cache (on the course's loaded 2-core machine the cache gave about 1.6 to 2
-# times the tokens per second for 8 to 16 new tokens; more for longer outputs) and reruns the
-# race of section 8.10 (`tests/test_gpt.py` checks on a tiny model that the race takes turns and
-# times each recipe at its first evaluation at or below the target, and that the shipped race
-# has `fast` at least 1.5 times sooner). `tests/test_conformance.py` runs the mirrored functions
-# (`gpt_forward`, `causal_lm_loss`, `classifier_logits`, `fine_tune_loss`) on random inputs in
-# float64 and float32, with `gradcheck`. The parity loop with Hugging Face, once more here:
+# - **The model, three ways** (`tests/test_gpt.py`): its forward equals the NumPy reference for
+#   learned positions and RoPE, LayerNorm and RMSNorm, GELU and SwiGLU (to 1e-10 in float64); a
+#   learned-position GPT equals chapter 5's `decoder_forward` and `DecoderOnlyModel`; and its
+#   logits and loss equal Hugging Face's `GPT2LMHeadModel` built from a `GPT2Config` with our
+#   weights copied in (float32 tolerance; the loop is repeated below).
+# - **Training**: causality token by token, the loss at initialisation against $\ln V$, the
+#   shifted loss by hand (with and without padding), the schedule by hand, a resumed run equal
+#   to an uninterrupted one (losses and weights, exactly), checkpoints (atomic, `weights_only`,
+#   corrupt and mismatched files refused), the command line's JSON lines, and a two-process DDP
+#   run (gloo) against one process with the same global batch.
+# - **Generation**: the KV cache against uncached generation (and a RoPE model's cache chunk by
+#   chunk), the shared RoPE tables against chapter 6's `rotary_embedding`, which tokens top-k
+#   and top-p keep, and that sampled frequencies follow the distribution.
+# - **Fine-tuning**: the classifier reads the last real token whatever the padding, eq. (24) by
+#   hand, the GPT paper's input transformations, the era split and its distinctive words, and
+#   that fine-tuning learns a separable toy task.
+# - **In-context learning**: the episodes' template, the perfect learner's accuracy by hand, the
+#   distance episodes, that `attention_maps` reproduces the model's own output, a short
+#   in-context pre-training run, and that the shipped model's accuracy rises with the shots.
+# - **The exercise checkers** accept the solutions and name each listed mistake;
+#   `tests/test_conformance.py` runs the mirrored functions (`gpt_forward`, `causal_lm_loss`,
+#   `classifier_logits`, `fine_tune_loss`) on random inputs in float64 and float32, with
+#   `gradcheck`.
+# - **Speed**: `benchmarks/gpt.py` times generation with and without the cache and reruns the
+#   race of section 8.10; `tests/test_gpt.py` checks on a tiny model that the race takes turns.
+#   On the course's loaded 2-core machine the cache gave about 1.6 to 2 times the tokens per
+#   second for 8 to 16 new tokens, and PyTorch's default two threads ran a training step many
+#   times slower than one thread while other jobs held the cores, which is why the race uses
+#   one; these are notes from that machine, not measured here.
+#
+# Regression checks on this page's numbers (sanity ranges, not conclusions):
 
 # %%
-from course_lib.gpt.hf import to_hf_gpt2  # noqa: E402
+assert learning_rate(99, base) == base.lr and learning_rate(2000, base) == base.min_lr
+assert uni_loss > bi_loss > hist[-1]["val_loss"] and hist[-1]["val_loss"] < 2.2
+assert table[0][0] == "e" and sum(b > 0 for _, _, b in table) == 3
+assert same_as_alone and not torch.allclose(wrong[1], right[1])
+assert 1.9 < before["pre-trained"] < 2.3 and abs(before["scratch"] - math.log(77)) < 0.05
+assert shot_accuracy[0] < 0.1 and shot_accuracy[8] > 0.6  # no shot: about 1 in 26
+assert all(shot_accuracy[a] + 0.1 < shot_accuracy[b] for a, b in ((0, 1), (1, 2), (2, 4)))
+assert dist_acc[1] > 0.9 and dist_acc[8] < 0.5 and float(on_answer[1].mean()) > 0.5
+print("all regression checks pass")
+
+# %% [markdown]
+# The parity loop with Hugging Face:
+
+# %%
+from course_lib.gpt.hf import to_hf_gpt2
 
 small = GPT(GPTConfig(vocab_size=20, context_length=12, n_layers=2, n_heads=2, d_model=16), seed=1)
 hf = to_hf_gpt2(small)
@@ -1072,9 +1387,11 @@ with torch.no_grad():
 # Bad input is refused with errors that name the problem:
 
 # %%
-for bad in (lambda: small(torch.zeros(1, 13, dtype=torch.long)),
-            lambda: complete(model, tok, ""),
-            lambda: complete(model, tok, "Hello, world~")):  # fmt: skip
+for bad in (
+    lambda: small(torch.zeros(1, 13, dtype=torch.long)),
+    lambda: complete(model, tok, ""),
+    lambda: complete(model, tok, "Hello, world~"),
+):
     try:
         bad()
     except ValueError as err:

@@ -7,6 +7,7 @@ import math
 import numpy as np
 import pytest
 import torch
+import torch.nn.functional as F
 
 from course_lib.block import reference as block_ref
 from course_lib.gpt import accelerated as acc
@@ -164,51 +165,75 @@ def test_clear_errors_for_bad_parameters():
 
 
 # ------------------------------------------------------------------------------- exercises
-def test_loss_checker_accepts_a_solution_and_names_mistakes():
-    assert check.causal_lm_loss(lambda lg, t: ref.causal_lm_loss(lg, t))
-
-    def logp(lg):
-        return torch.log_softmax(torch.as_tensor(lg), -1).numpy()
-
-    def pick(lp, t):
-        return np.take_along_axis(lp, t[..., None], -1)[..., 0]
-
-    no_shift = check.causal_lm_loss(lambda lg, t: -pick(logp(lg), t).mean())
-    assert not no_shift and "no shift" in str(no_shift)
-    summed = check.causal_lm_loss(lambda lg, t: -pick(logp(lg)[:, :-1], t[:, 1:]).sum())
-    assert not summed and "summed" in str(summed)
-    assert "not implemented" in str(
-        check.causal_lm_loss(lambda lg, t: (_ for _ in ()).throw(NotImplementedError))
-    )
+# Two solutions written independently of the checkers' and the chapter's code: NumPy for the
+# filters, and the library's own cached model behind the exercise's list-of-(k, v) interface.
+def _probs(logits, t=1.0, k=None, p=None):
+    z = logits.numpy().astype(np.float64).copy()
+    if k is not None:
+        z[z < np.sort(z)[-k]] = -np.inf
+    if t == 0:
+        return torch.from_numpy(np.eye(len(z))[np.argmax(z)])
+    z = z / t
+    if p is not None:
+        q = np.exp(z - z.max()) / np.exp(z - z.max()).sum()
+        order = np.argsort(-q)
+        z[order[np.cumsum(q[order]) - q[order] >= p]] = -np.inf
+    return torch.from_numpy(np.exp(z - z.max()) / np.exp(z - z.max()).sum())
 
 
-def test_schedule_checker_names_the_off_by_one_and_the_floor():
-    from course_lib.gpt.train import learning_rate
+def _step(token, p, c, cache):
+    model = GPT.from_parameters(c, p, dtype=torch.float64)
+    kv = acc.KVCache(c.n_layers)
+    if cache:
+        kv.layers = [(k[None], v[None]) for k, v in cache]  # (1, h, T, d_head)
+    logits = model(torch.tensor([[token]]), kv)[0, -1]
+    cache[:] = [(k[0], v[0]) for k, v in kv.layers]
+    return logits
 
-    def solution(step, lr, min_lr, warmup, decay):
-        return learning_rate(
-            step, Recipe("x", lr=lr, min_lr=min_lr, warmup_steps=warmup, decay_steps=decay)
+
+def _with(step_kw):
+    """A learner's step that makes one of the named mistakes."""
+    return lambda token, p, c, cache: check._step(token, p, c, cache, **step_kw)
+
+
+def test_sampling_checker_accepts_solutions_and_names_mistakes():
+    from course_lib.gpt.sampling import next_token_probs
+
+    assert check.sampling_probs(_probs) and check.sampling_probs(next_token_probs)
+
+    def probs_over_t(logits, t, k=None, p=None):
+        return (
+            F.one_hot(logits.argmax(), logits.numel()).double()
+            if t == 0
+            else (torch.softmax(logits, -1) / t)
         )
 
-    assert check.learning_rate(solution)
-    off = check.learning_rate(
-        lambda s, lr, m, w, d: lr * s / w if s < w else solution(s, lr, m, w, d)
-    )
-    assert not off and "off by one" in str(off)
-    to_zero = check.learning_rate(
-        lambda s, lr, m, w, d: (
-            solution(s, lr, m, w, d)
-            if s < w or s >= d
-            else 0.5 * (1 + math.cos(math.pi * (s - w) / (d - w))) * lr
-        )
-    )
-    assert not to_zero and "min_lr, not at 0" in str(to_zero)
+    def one_fewer(logits, t, k=None, p=None):
+        z = _probs(logits, t, k, None)
+        if p is None or t == 0:
+            return z
+        order = z.argsort(descending=True)
+        z[order[torch.cumsum(z[order], 0) >= p]] = 0
+        return z / z.sum()
+
+    for wrong, words in ((probs_over_t, "after the softmax"), (one_fewer, "one token too few"),
+                         (lambda lg, t, k, p: _probs(lg, 1.0 if t else 0, k, p), "no effect"),
+                         (lambda lg, t, k, p: _probs(lg, t, k, p) if t else torch.softmax(lg / t, -1), "NaN")):  # fmt: skip
+        verdict = check.sampling_probs(wrong)
+        assert not verdict and words in str(verdict), str(verdict)
+    not_yet = check.sampling_probs(lambda *a: (_ for _ in ()).throw(NotImplementedError))
+    assert "not implemented" in str(not_yet)
 
 
-def test_last_token_checker_names_the_padding_pitfall():
-    assert check.last_token_state(lambda h, n: h[np.arange(len(n)), np.asarray(n) - 1])
-    pitfall = check.last_token_state(lambda h, n: h[:, -1])
-    assert not pitfall and "padding" in str(pitfall)
+def test_kv_cache_checker_compares_with_recomputation_and_names_mistakes():
+    assert check.cached_step(_step)
+    for kw, words in (({"shift": 1}, "off by one"), ({"zero": True}, "position 0"),
+                      ({"first_key_only": True}, "only the first key"),
+                      ({"scale": False}, "sqrt(d_head)")):  # fmt: skip
+        verdict = check.cached_step(_with(kw))
+        assert not verdict and words in str(verdict), str(verdict)
+    empty = check.cached_step(lambda token, p, c, cache: check._step(token, p, c, []))
+    assert not empty and "stayed empty" in str(empty)
 
 
 def test_classifier_reads_the_last_real_token_whatever_the_padding():
@@ -785,3 +810,73 @@ def test_shipped_incontext_model_learns_from_its_prompt():
     assert acc_[0] < 0.12  # no shot: a guess among 26 letters
     assert acc_[1] > acc_[0] + 0.1 and acc_[8] > acc_[1] + 0.2
     assert set(extra["accuracy"]) == {str(k) for k in icl.SHOTS}
+
+
+@pytest.mark.parametrize("positions", ["learned", "rope"])
+def test_attention_maps_are_the_weights_the_model_uses(positions):
+    from course_lib.gpt.incontext import _maps_and_hidden
+
+    cfg = GPTConfig(vocab_size=11, context_length=8, n_layers=2, n_heads=2, d_model=8,
+                    positions=positions)  # fmt: skip
+    model = _noisy(GPT(cfg, seed=0).double())
+    toks = _tokens(cfg, (3, 8))
+    maps, hidden = _maps_and_hidden(model, toks)
+    with torch.no_grad():
+        assert torch.allclose(hidden, model.hidden(toks), atol=1e-10)
+    for w in maps:  # (B, h, L, L): rows are distributions over the earlier positions only
+        assert w.shape == (3, 2, 8, 8) and torch.allclose(w.sum(-1), torch.ones_like(w[..., 0]))
+        assert torch.all(w.triu(1) == 0)
+
+
+def test_distance_episodes_show_the_query_once_at_its_distance():
+    import random
+
+    from course_lib.gpt.incontext import episode_at_distance, make_code
+
+    rnd = random.Random(0)
+    for dist in range(1, 9):
+        code = make_code(rnd)
+        prompt, answer = episode_at_distance(code, 8, dist, rnd)
+        lines, q = prompt.split("\n")[:-1], prompt[-1]
+        assert len(lines) == 8 and [ln[0] for ln in lines].count(q) == 1
+        assert lines[8 - dist] == q + answer and answer == code[q]
+    with pytest.raises(ValueError, match="at most n_shots"):
+        episode_at_distance(code, 2, 3, rnd)
+
+
+def test_nats_per_character_converts_the_same_total():
+    from course_lib.gpt.units import nats_per_character
+
+    assert nats_per_character(2.0, 10, 25) == pytest.approx(0.8)  # 20 nats over 25 characters
+    with pytest.raises(ValueError):
+        nats_per_character(2.0, 0, 25)
+
+
+def test_distinctive_words_by_hand_and_bad_labels():
+    from course_lib.gpt.datasets import distinctive_words
+
+    rows = [("the treaty and the tariff", 0)] * 4 + [("the jobs and the treaty", 1)] * 2
+    rows += [("tonight the jobs", 1)] * 2
+    # fractions of pieces: tariff 4/4 vs 0/4, jobs 0/4 vs 4/4, tonight 0/4 vs 2/4, treaty 4/4 vs 2/4
+    words = distinctive_words(rows, min_pieces=2, top=3)
+    assert words[0][0] == "tariff" and words[1][:2] == ["jobs", "tonight"]
+    assert distinctive_words(rows, width=3, min_pieces=2)[0] == ["the"]  # only "the" fits
+    with pytest.raises(ValueError, match="labels must be 0 or 1"):
+        distinctive_words([("a", 2)])
+
+
+def test_shipped_char_vs_bpe_rows_convert_per_token_to_per_character():
+    import json
+
+    from course_lib.paths import data_path
+
+    units = json.loads(data_path("gpt", "char_vs_bpe.json").read_text())
+    assert "course_lib.gpt.units" in units["command"]
+    assert sorted((r["tokenizer"], r["seed"]) for r in units["rows"]) == [
+        ("bpe", 0), ("bpe", 1), ("char", 0), ("char", 1)
+    ]  # fmt: skip
+    for r in units["rows"]:
+        assert r["history"][-1]["step"] == units["steps"]
+        for h in r["history"]:
+            per_char = h["val_loss_per_token"] / r["characters_per_token"]
+            assert h["val_loss_per_char"] == pytest.approx(per_char, abs=2e-3)

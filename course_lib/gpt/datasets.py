@@ -19,6 +19,7 @@ import io
 import json
 import re
 import tarfile
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +30,7 @@ __all__ = [
     "ERA_YEAR",
     "LABELS",
     "PACKAGE",
+    "distinctive_words",
     "fetch",
     "sotu_paragraphs",
     "sotu_split",
@@ -144,3 +146,49 @@ def _chunks(text: str, min_chars: int, max_chars: int) -> list[str]:
 
 if __name__ == "__main__":
     print(fetch())
+
+
+def distinctive_words(
+    pieces: list[tuple[str, int]] | list[tuple[Any, ...]],
+    width: int = 64,
+    min_pieces: int = 20,
+    top: int = 8,
+) -> dict[int, list[str]]:
+    """The words that most separate two labels (0 and 1) in each piece's first ``width`` characters.
+
+    A word's score is the log-ratio of the fractions of pieces of each label that contain it
+    (add-one smoothed); only words in at least ``min_pieces`` pieces count. Returns the ``top``
+    words of each label, most distinctive first: what "the words of old addresses" means,
+    computed rather than remembered.
+
+    >>> rows = [("war and peace", 0)] * 3 + [("jobs and peace", 1)] * 3
+    >>> distinctive_words(rows, min_pieces=3, top=1)
+    {0: ['war'], 1: ['jobs']}
+    """
+    import math
+
+    from course_lib.checks import check_int
+
+    check_int(width, "width", low=1)
+    check_int(min_pieces, "min_pieces", low=1)
+    check_int(top, "top", low=1)
+    counts: list[Counter[str]] = [Counter(), Counter()]
+    sizes = [0, 0]
+    for row in pieces:
+        text, label = row[0], row[1]
+        if label not in (0, 1):
+            raise ValueError(f"labels must be 0 or 1, got {label!r}")
+        counts[label].update(set(re.findall(r"[a-z]+", text[:width].lower())))
+        sizes[label] += 1
+    words = [w for w in counts[0] | counts[1] if counts[0][w] + counts[1][w] >= min_pieces]
+
+    def log_ratio(w: str) -> float:
+        return math.log((counts[0][w] + 1) / (sizes[0] + 2)) - math.log(
+            (counts[1][w] + 1) / (sizes[1] + 2)
+        )
+
+    ranked = sorted(words, key=lambda w: (log_ratio(w), w))
+    return {
+        0: [w for w in ranked[::-1] if log_ratio(w) > 0][:top],
+        1: [w for w in ranked if log_ratio(w) < 0][:top],
+    }

@@ -1,10 +1,19 @@
 """Exercise checkers of Chapter 8: ``from course_lib.gpt import exercises as check``.
 
-Each checker runs the learner's function on named cases (:func:`course_lib.checker.check_cases`)
-and says in plain words what is wrong, naming known mistakes.
+The two exercises are the chapter's signature algorithms, written by the learner and checked on
+inputs the learner did not choose:
 
->>> import course_lib.gpt.reference as ref
->>> causal_lm_loss(lambda logits, tokens: ref.causal_lm_loss(logits, tokens)).passed
+* :func:`sampling_probs`: the distribution a token is drawn from (temperature, top-k, top-p),
+  compared with :func:`course_lib.gpt.sampling.next_token_probs`, and then dropped into a
+  generation loop that must give the library's tokens for the same seed;
+* :func:`cached_step`: one new token through a whole GPT with a KV cache, compared with
+  recomputing the whole window without a cache.
+
+Each checker says in plain words what is wrong and names known mistakes (temperature applied
+after the softmax, top-p keeping one token too few, a cache position off by one, ...).
+
+>>> from course_lib.gpt.sampling import next_token_probs
+>>> sampling_probs(next_token_probs).passed
 True
 """
 
@@ -12,134 +21,270 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
+import torch
+import torch.nn.functional as F
 
-from course_lib.checker import Outcome, check_cases, diagnose, diagnose_number, seeded, to_array
-from course_lib.gpt import reference as ref
+from course_lib.checker import Outcome, call, check_cases, diagnose, first_mistake, to_array
+from course_lib.gpt.config import GPTConfig
+from course_lib.gpt.model import GPT
 
-__all__ = ["causal_lm_loss", "last_token_state", "learning_rate"]
+__all__ = ["cached_step", "sampling_probs"]
 
 #: Seed of this chapter's checker inputs.
 SEED = 8
 
 
-def _log_softmax(x: np.ndarray) -> np.ndarray:
-    z = x - x.max(-1, keepdims=True)
-    return z - np.log(np.exp(z).sum(-1, keepdims=True))
+# ------------------------------------------------------------------- temperature, top-k, top-p
+def _keep_top_k(z: torch.Tensor, k: int) -> torch.Tensor:
+    return z.masked_fill(z < torch.topk(z, k).values[-1], -math.inf)
 
 
-# ------------------------------------------------------------------------- the causal LM loss
-def causal_lm_loss(fn: Callable, *, require: bool = False) -> Outcome:
-    """Exercise: ``fn(logits, tokens)`` is eq. (20) as a mean loss; logits (B, L, V), tokens (B, L)."""
-    rng = seeded(SEED)
-    cases = []
-    for desc, (B, L, V) in (("one sequence of 4 tokens, V = 3", (1, 4, 3)),
-                             ("a batch (3, 6) with V = 5", (3, 6, 5))):  # fmt: skip
-        logits, tokens = 2 * rng.standard_normal((B, L, V)), rng.integers(0, V, (B, L))
-        cases.append((desc, (logits, tokens), (logits, tokens)))
-
-    def compare(got: object, case: tuple) -> str | None:
-        logits, tokens = case
-        want = float(ref.causal_lm_loss(logits, tokens))
-        lp = _log_softmax(logits)
-        pick = lambda lp_, t: np.take_along_axis(lp_, t[..., None], -1)[..., 0]  # noqa: E731
-        mistakes = {
-            "no shift: position i must predict token i+1, not its own token i (compare "
-            "logits[:, :-1] with tokens[:, 1:])": -pick(lp, tokens).mean(),
-            "shifted the wrong way: logits[:, 1:] must not be compared with tokens[:, :-1]; "
-            "position i predicts token i+1": -pick(lp[:, 1:], tokens[:, :-1]).mean(),
-            "you summed the log-probabilities: average them over the predictions": -pick(
-                lp[:, :-1], tokens[:, 1:]
-            ).sum(),
-            "the sign is flipped: the loss is minus the log-likelihood": pick(
-                lp[:, :-1], tokens[:, 1:]
-            ).mean(),
-        }
-        arr = to_array(got)
-        if arr is None or arr.size != 1:
-            return diagnose(got, np.asarray(want))
-        return diagnose_number(float(arr.ravel()[0]), want, mistakes)
-
-    return check_cases(
-        "the causal language-model loss", fn, cases, compare=compare, require=require
-    )
+def _keep_top_p(z: torch.Tensor, p: float, one_fewer: bool = False) -> torch.Tensor:
+    probs = torch.softmax(z, -1)
+    order = probs.argsort(descending=True)
+    before = torch.cumsum(probs[order], 0) - probs[order]  # mass of the tokens ranked above
+    keep = torch.zeros_like(probs, dtype=torch.bool)
+    keep[order] = (before + probs[order] < p) if one_fewer else (before < p)
+    keep[order[0]] = True
+    return z.masked_fill(~keep, -math.inf)
 
 
-# ------------------------------------------------------------------------- the schedule
-def learning_rate(fn: Callable, *, require: bool = False) -> Outcome:
-    """Exercise: ``fn(step, lr, min_lr, warmup, decay)``: linear warm-up, then cosine to min_lr."""
+def _wrong_distributions(
+    logits: torch.Tensor, t: float, k: int | None, p: float | None
+) -> list[tuple[np.ndarray, str]]:
+    """What the known mistakes produce on these arguments, most telling first."""
+    out = []
+    z = logits if k is None else _keep_top_k(logits, k)
+    if t > 0:
+        if t != 1:
+            plain = torch.softmax(z if p is None else _keep_top_p(z, p), -1)
+            out.append((plain.numpy(), "the temperature had no effect: divide the *logits* by T "
+                        "before the softmax (dividing the probabilities by T and renormalising "
+                        "changes nothing)"))  # fmt: skip
+            out.append((torch.softmax(z, -1).numpy() / t, "you divided the probabilities by T "
+                        "after the softmax: divide the logits by T, then take the softmax"))  # fmt: skip
+            times = z * t if p is None else _keep_top_p(z * t, p)
+            out.append((torch.softmax(times, -1).numpy(), "you multiplied the logits by T: "
+                        "divide them (T < 1 must sharpen the distribution)"))  # fmt: skip
+        if p is not None:
+            out.append((torch.softmax(z / t, -1).numpy(), "top_p had no effect: drop the "
+                        "tokens outside the nucleus (logit -inf) before the softmax"))  # fmt: skip
+            out.append((torch.softmax(_keep_top_p(z / t, p, one_fewer=True), -1).numpy(),
+                        "top-p kept one token too few: keep the most probable tokens until "
+                        "their mass *reaches* p, including the token that crosses it"))  # fmt: skip
+            if t != 1:
+                nucleus = _keep_top_p(z, p).isfinite()
+                out.append((torch.softmax((z / t).masked_fill(~nucleus, -math.inf), -1).numpy(),
+                             "you chose the top-p nucleus before applying the temperature: "
+                             "divide by T first, then cut at mass p"))  # fmt: skip
+            kept = _keep_top_p(z / t, p).isfinite()
+            unnorm = torch.softmax(z / t, -1).masked_fill(~kept, 0.0)
+            out.append((unnorm.numpy(), "you zeroed the dropped tokens after the softmax but did "
+                        "not renormalise: the kept probabilities must add up to 1"))  # fmt: skip
+        if k is not None:
+            zz = logits / t if p is None else _keep_top_p(logits / t, p)
+            out.append((torch.softmax(zz, -1).numpy(), "top_k had no effect: set every logit "
+                        "below the k-th largest to -inf before the softmax"))  # fmt: skip
+            unnorm = torch.softmax(logits / t, -1).masked_fill(~z.isfinite(), 0.0)
+            out.append((unnorm.numpy(), "you zeroed the tokens outside the top k after the "
+                        "softmax but did not renormalise: the k kept probabilities must add up "
+                        "to 1"))  # fmt: skip
+            for kk, what in ((k + 1, "one too many"), (k - 1, "one too few")):
+                if 1 <= kk <= logits.numel():
+                    zz = _keep_top_k(logits, kk) / t
+                    if p is not None:
+                        zz = _keep_top_p(zz, p)
+                    out.append((torch.softmax(zz, -1).numpy(), f"top-k kept {what}: keep exactly "
+                                "the k largest logits"))  # fmt: skip
+    return out
 
-    def want(step: int, lr: float, min_lr: float, warmup: int, decay: int) -> float:
-        if step < warmup:
-            return lr * (step + 1) / warmup
-        if step >= decay:
-            return min_lr
-        progress = (step - warmup) / (decay - warmup)
-        return min_lr + 0.5 * (1 + math.cos(math.pi * progress)) * (lr - min_lr)
 
-    args = [(0, 1e-3, 1e-4, 100, 2000), (49, 1e-3, 1e-4, 100, 2000), (100, 1e-3, 1e-4, 100, 2000),
-            (1050, 1e-3, 1e-4, 100, 2000), (1500, 1e-3, 1e-4, 100, 2000),
-            (2000, 1e-3, 1e-4, 100, 2000), (3000, 1e-3, 1e-4, 100, 2000)]  # fmt: skip
-    cases = [(f"step {a[0]} (warm-up 100, decay to step 2000)", a, a) for a in args]
+def sampling_probs(fn: Callable, *, require: bool = False) -> Outcome:
+    """Exercise: ``fn(logits, temperature, top_k, top_p)`` is the distribution of the next token.
 
-    def compare(got: object, a: tuple) -> str | None:
-        step, lr, min_lr, warmup, decay = a
-        w = want(*a)
-        mistakes = {}
-        if step < warmup:
-            mistakes[
-                "the warm-up is off by one: step 0 must already take a small step, lr * (step + 1) / warmup"
-            ] = lr * step / warmup
-        elif step < decay:
-            p = (step - warmup) / (decay - warmup)
-            mistakes[
-                "the cosine must end at min_lr, not at 0: min_lr + (lr - min_lr) * (1 + cos(pi p)) / 2"
-            ] = 0.5 * (1 + math.cos(math.pi * p)) * lr
-            mistakes[
-                "measure the cosine's progress from the end of the warm-up: (step - warmup) / (decay - warmup)"
-            ] = min_lr + 0.5 * (1 + math.cos(math.pi * step / decay)) * (lr - min_lr)
-        else:
-            mistakes["after decay_steps the rate stays at min_lr"] = (
-                0.5 * (1 + math.cos(math.pi * (step - warmup) / (decay - warmup))) * (lr - min_lr)
-                + min_lr
-            )
-        arr = to_array(got)
-        if arr is None or arr.size != 1:
-            return diagnose(got, np.asarray(w))
-        return diagnose_number(float(arr.ravel()[0]), w, mistakes)
-
-    return check_cases("warm-up and cosine decay", fn, cases, compare=compare, require=require)
-
-
-# ------------------------------------------------------------------------- eq. (23)'s h^m
-def last_token_state(fn: Callable, *, require: bool = False) -> Outcome:
-    """Exercise: ``fn(hidden, lengths)`` picks ``h^m``, the state at each sequence's last real token.
-
-    hidden (B, L, d) comes from right-padded sequences; ``lengths`` (B,) are their real lengths.
+    ``logits`` is a float64 tensor (V,); ``top_k`` and ``top_p`` may be None. Top-k keeps the k
+    largest logits, the temperature divides them, and top-p keeps the fewest most probable
+    tokens of that distribution whose mass reaches p; temperature 0 is greedy (probability 1
+    on the largest logit). The cases are compared with the library's
+    :func:`~course_lib.gpt.sampling.next_token_probs`; then the function is run inside a
+    generation loop, which must draw the library's tokens for the same seed.
     """
-    rng = seeded(SEED + 1)
-    h1 = rng.standard_normal((3, 5, 4))
-    cases = [
-        (
-            "three sequences of lengths 5, 2, 3 padded to 5",
-            (h1, np.array([5, 2, 3])),
-            (h1, [5, 2, 3]),
-        ),
-        ("one sequence with no padding", (h1[:1], np.array([5])), (h1[:1], [5])),
+    from course_lib.gpt.sampling import generate, next_token_probs
+
+    g = torch.Generator().manual_seed(SEED)
+    logits = [
+        torch.randn(v, generator=g, dtype=torch.float64) * s for v, s in ((6, 1.5), (12, 2.0))
     ]
+    settings = [
+        (1.0, None, None), (0.5, None, None), (2.0, None, None), (1.0, 3, None),
+        (1.0, None, 0.8), (0.7, 4, None), (0.5, None, 0.9), (1.5, None, 0.7),
+        (0.8, 5, 0.9), (0.0, None, None),
+    ]  # fmt: skip
+    cases = []
+    for i, (t, k, p) in enumerate(settings):
+        x = logits[i % 2]
+        desc = f"logits of {x.numel()} tokens with temperature={t}, top_k={k}, top_p={p}"
+        cases.append((desc, (x.clone(), t, k, p), (x, t, k, p)))
 
     def compare(got: object, case: tuple) -> str | None:
-        h, lengths = case
-        n = np.asarray(lengths)
-        expected = h[np.arange(len(n)), n - 1]
-        if got is not None and (arr := to_array(got)) is not None and arr.shape == expected.shape:
-            if not np.allclose(arr, expected):
-                if np.allclose(arr, h[:, -1]):
-                    return ("you read the last position, L-1: for a padded sequence that is a "
-                            "padding token; read position lengths[b] - 1")  # fmt: skip
-                if np.all(n < h.shape[1]) and np.allclose(arr, h[np.arange(len(n)), n]):
-                    return "off by one: the last real token is at index lengths[b] - 1"
-        return diagnose(got, expected)
+        x, t, k, p = case
+        want = next_token_probs(x, t, k, p).numpy()
+        arr = to_array(got)
+        if arr is not None and arr.shape == want.shape:
+            if t == 0 and not np.all(np.isfinite(arr)):
+                return ("temperature 0 means greedy: put probability 1 on the largest logit "
+                        "(dividing the logits by 0 gives NaN)")  # fmt: skip
+            if not np.allclose(arr, want, atol=1e-9):
+                if abs(arr.sum() - 1) > 1e-6 and np.all(np.isfinite(arr)):
+                    hint = first_mistake(arr, _wrong_distributions(x, t, k, p), atol=1e-9)
+                    return hint or f"the probabilities add up to {arr.sum():.4g}, not 1"
+                hint = first_mistake(arr, _wrong_distributions(x, t, k, p), atol=1e-9)
+                if hint:
+                    return hint
+        return diagnose(got, want, atol=1e-9)
 
-    return check_cases("the classifier's input h^m", fn, cases, compare=compare, require=require)
+    outcome = check_cases("temperature, top-k and top-p", fn, cases, compare=compare)
+    if outcome.passed:  # the same seed must draw the same tokens inside a generation loop
+        model = GPT(GPTConfig(vocab_size=13, context_length=24, n_layers=1, n_heads=2,
+                              d_model=8), seed=SEED).double()  # fmt: skip
+        with torch.no_grad():
+            for prm in model.parameters():
+                prm.add_(torch.randn(prm.shape, generator=g, dtype=torch.float64))
+        kw = {"temperature": 0.9, "top_k": 6, "top_p": 0.9}
+        want = generate(model, [1, 2, 3], 16, seed=SEED, use_cache=False, **kw)
+        ids, draw = [1, 2, 3], torch.Generator().manual_seed(SEED)
+        problem = None
+        with torch.no_grad():
+            for _ in range(16):
+                probs, problem = call(fn, model(torch.tensor([ids]))[0, -1], kw["temperature"],
+                                      kw["top_k"], kw["top_p"])  # fmt: skip
+                if problem:
+                    break
+                ids.append(int(torch.multinomial(torch.as_tensor(probs).float(), 1,
+                                                 generator=draw)))  # fmt: skip
+        if problem or ids != want:
+            outcome = Outcome(outcome.title, False, [
+                "inside a generation loop (a random 1-layer GPT, 16 tokens, seed 8, "
+                f"torch.multinomial): {problem or f'drew {ids[3:]}, the library drew {want[3:]}'}"
+            ])  # fmt: skip
+        else:
+            outcome.details.append("in a generation loop it draws the library's 16 tokens")
+    if require and not outcome.passed:
+        raise AssertionError(str(outcome))
+    return outcome
+
+
+# ------------------------------------------------------------------------------ the KV cache
+def _step(
+    token: int,
+    p: dict,
+    c: GPTConfig,
+    cache: list,
+    *,
+    shift: int = 0,
+    zero: bool = False,
+    first_key_only: bool = False,
+    scale: bool = True,
+) -> torch.Tensor:
+    """One token through the GPT with a list cache; the flags reproduce named mistakes."""
+    pos = 0 if zero else (cache[0][0].shape[1] if cache else 0) + shift
+    x = p["tok_emb"][token] + p["pos_emb"][min(pos, c.context_length - 1)]  # (d,)
+    for i, blk in enumerate(p["blocks"]):
+        z = F.layer_norm(x, (c.d_model,), blk["norm1_gain"], blk["norm1_bias"])
+        q, k, v = (torch.einsum("d,hde->he", z, blk[f"w_{n}"]) + blk[f"b_{n}"] for n in "qkv")
+        if i < len(cache):
+            cache[i] = (torch.cat([cache[i][0], k[:, None]], 1),
+                        torch.cat([cache[i][1], v[:, None]], 1))  # fmt: skip
+        else:
+            cache.append((k[:, None], v[:, None]))
+        keys, values = cache[i]  # (h, T, d_head) each
+        if first_key_only:
+            keys, values = keys[:, :1], values[:, :1]
+        s = torch.einsum("he,hte->ht", q, keys) / (math.sqrt(c.d_head) if scale else 1.0)
+        a = torch.einsum("ht,hte->he", torch.softmax(s, -1), values)  # (h, d_head)
+        x = x + a.reshape(-1) @ blk["w_o"] + blk["b_o"]
+        z = F.layer_norm(x, (c.d_model,), blk["norm2_gain"], blk["norm2_bias"])
+        x = x + F.gelu(z @ blk["w_1"] + blk["b_1"]) @ blk["w_2"] + blk["b_2"]
+    x = F.layer_norm(x, (c.d_model,), p["final_norm_gain"], p["final_norm_bias"])
+    return x @ p["tok_emb"].T  # (V,)
+
+
+def _run(step: Callable, tokens: list[int], p: dict, c: GPTConfig, **kw: Any) -> Any:
+    cache: list = []
+    rows = []
+    for t in tokens:
+        rows.append(step(t, p, c, cache, **kw))
+    return torch.stack(rows), cache
+
+
+def cached_step(fn: Callable, *, require: bool = False) -> Outcome:
+    """Exercise: ``fn(token, p, c, cache)``: the logits (V,) of one new token, with a KV cache.
+
+    ``p`` is a GPT's :meth:`~course_lib.gpt.model.GPT.parameter_dict` (learned positions,
+    LayerNorm, GELU, biases), ``c`` its config and ``cache`` a list, empty before the first
+    token, that the function fills in place with one ``(k, v)`` per layer, each
+    (h, T, d_head). Feeding a sequence token by token must give the logits of recomputing the
+    whole window without a cache, ``model(tokens)``, at every position.
+    """
+    g = torch.Generator().manual_seed(SEED)
+    cases = []
+    for n_layers, n_heads, d, L in ((1, 1, 4, 3), (2, 2, 8, 7)):
+        cfg = GPTConfig(vocab_size=11, context_length=8, n_layers=n_layers, n_heads=n_heads,
+                        d_model=d)  # fmt: skip
+        model = GPT(cfg, seed=SEED).double()
+        with torch.no_grad():
+            for prm in model.parameters():
+                prm.add_(0.5 * torch.randn(prm.shape, generator=g, dtype=torch.float64))
+        tokens = torch.randint(0, 11, (L,), generator=g).tolist()
+        desc = f"{L} tokens through a GPT of {n_layers} layer(s), {n_heads} head(s), d_model {d}"
+        cases.append((desc, (model, tokens), (model, tokens)))
+
+    def run_learner(model: GPT, tokens: list[int]) -> Any:
+        with torch.no_grad():
+            return _run(fn, tokens, model.parameter_dict(), model.config)
+
+    def compare(got: object, case: tuple) -> str | None:
+        model, tokens = case
+        logits, cache = got
+        c = model.config
+        with torch.no_grad():
+            want = model(torch.tensor([tokens]))[0]  # (L, V): no cache, the whole window
+            if to_array(logits) is not None and to_array(logits).shape == tuple(want.shape):
+                if not np.allclose(to_array(logits), want.numpy(), atol=1e-9):
+                    if not cache:
+                        return ("the cache stayed empty: append each layer's (k, v) to the list "
+                                "you were given, in place, so the next token finds them")  # fmt: skip
+                    p = model.parameter_dict()
+                    mistakes = [
+                        (_run(_step, tokens, p, c, shift=1)[0].numpy(), "the position is off "
+                         "by one: the new token's position is the number of tokens already "
+                         "cached (0 for the first), not one more"),
+                        (_run(_step, tokens, p, c, zero=True)[0].numpy(), "every token got "
+                         "position 0: the new token sits at position len(cache) (the keys "
+                         "cached so far)"),
+                        (_run(_step, tokens, p, c, first_key_only=True)[0].numpy(), "the new "
+                         "query saw only the first key: a causal mask on a single query "
+                         "(is_causal=True with one query row) keeps key 0 only, but the newest "
+                         "token may see every cached key and itself"),
+                        (_run(_step, tokens, p, c, scale=False)[0].numpy(), "the scores are "
+                         "not divided by sqrt(d_head)"),
+                    ]  # fmt: skip
+                    hint = first_mistake(logits, mistakes, atol=1e-9)
+                    if hint:
+                        return hint
+            problem = diagnose(logits, want.numpy(), atol=1e-9)
+            if problem:
+                return f"{problem} (compared with recomputing the window without a cache)"
+            shape = (c.n_heads, len(tokens), c.d_head)
+            if len(cache) != c.n_layers or any(
+                tuple(kv[0].shape) != shape or tuple(kv[1].shape) != shape for kv in cache
+            ):
+                return (f"the logits are right but the cache is not: after {len(tokens)} tokens "
+                        f"it must hold {c.n_layers} (k, v) pairs, each of shape {shape}")  # fmt: skip
+        return None
+
+    return check_cases("one token with a KV cache", run_learner, cases, compare=compare,
+                       require=require)  # fmt: skip

@@ -57,8 +57,11 @@ __all__ = [
     "RECIPE",
     "SHIPPED",
     "SHOTS",
+    "accuracy_by_distance",
     "accuracy_by_shots",
+    "attention_maps",
     "episode",
+    "episode_at_distance",
     "ideal_accuracy",
     "line",
     "is_episode",
@@ -214,6 +217,112 @@ def accuracy_by_shots(
         logits = model(ids.to(model.tok_emb.device))[:, -1]  # (N, V): the next character
         out[k] = round(float((logits.argmax(-1).cpu() == want).double().mean()), 4)
     return out
+
+
+def episode_at_distance(
+    code: dict[str, str], n_shots: int, distance: int, rnd: random.Random
+) -> tuple[str, str]:
+    """``n_shots`` examples in which the query's letter is shown exactly once, ``distance`` lines
+    before the query (1: the last line); the other lines show the code's other letters.
+
+    >>> episode_at_distance({"a": "B", "c": "D"}, 3, 2, random.Random(0))
+    ('aB\\ncD\\naB\\nc', 'D')
+    """
+    check_int(n_shots, "n_shots", low=1)
+    check_int(distance, "distance", low=1)
+    if distance > n_shots:
+        raise ValueError(f"distance must be at most n_shots = {n_shots}, got {distance}")
+    keys = sorted(code)
+    q = rnd.choice(keys)
+    others = [x for x in keys if x != q]
+    if not others:
+        raise ValueError("the code needs at least two letters to hide the query among others")
+    xs = [rnd.choice(others) for _ in range(n_shots)]
+    xs[n_shots - distance] = q
+    return "".join(line(x, code[x]) for x in xs) + line(q), code[q]
+
+
+@torch.no_grad()
+def accuracy_by_distance(
+    model: GPT,
+    tokenizer: Any,
+    n_shots: int = 8,
+    n_episodes: int = 200,
+    seed: int = 4321,
+    prefix: str = "\n\n",
+) -> dict[int, float]:
+    """Accuracy when the query's only example sits 1 to ``n_shots`` lines before it.
+
+    Separates *how far back* the model can find the example from *whether* it was shown, which
+    :func:`accuracy_by_shots` mixes: a perfect in-context learner scores 1 at every distance.
+    """
+    check_int(n_episodes, "n_episodes", low=1)
+    model.eval()
+    out = {}
+    for dist in range(1, n_shots + 1):
+        rnd = random.Random(f"{seed}-{dist}")
+        prompts, answers = zip(
+            *(episode_at_distance(make_code(rnd), n_shots, dist, rnd) for _ in range(n_episodes)),
+            strict=True,
+        )
+        ids = torch.tensor([tokenizer.encode(prefix + p) for p in prompts])  # (N, L)
+        want = torch.tensor([tokenizer.encode(a)[0] for a in answers])  # (N,)
+        logits = model(ids.to(model.tok_emb.device))[:, -1]  # (N, V)
+        out[dist] = round(float((logits.argmax(-1).cpu() == want).double().mean()), 4)
+    return out
+
+
+@torch.no_grad()
+def attention_maps(model: GPT, tokens: Any) -> list[torch.Tensor]:
+    """Every layer's attention weights, (..., h, L, L) each, recomputed from the model's weights.
+
+    The model itself calls a fused attention kernel that does not return its weights; this
+    repeats its computation (norm, projections, RoPE or learned positions, causal softmax) and
+    keeps them. ``tests/test_gpt.py`` checks that the weights reproduce the model's output.
+    """
+    return _maps_and_hidden(model, tokens)[0]
+
+
+def _maps_and_hidden(model: GPT, tokens: Any) -> tuple[list[torch.Tensor], torch.Tensor]:
+    import math
+
+    import torch.nn.functional as F
+
+    from course_lib.gpt import accelerated as acc
+
+    c = model.config
+    p = model.parameter_dict()
+    t = acc.check_tokens(tokens, c, model.tok_emb.device)
+    L = t.shape[-1]
+    h = F.embedding(t, p["tok_emb"])  # (..., L, d)
+    rope = None
+    if c.positions == "learned":
+        h = h + p["pos_emb"][:L]
+    else:
+        rope = acc.rope_tables(0, L, c.d_head, c.rope_base, h.dtype, h.device)
+    causal = torch.ones(L, L, dtype=torch.bool, device=h.device).tril()
+    maps = []
+    for blk in p["blocks"]:
+        z = acc._norm(h, blk, "norm1", c)
+        q, k, v = (
+            (
+                F.linear(
+                    z, acc._fuse(blk[f"w_{n}"]).t(), blk[f"b_{n}"].reshape(-1) if c.bias else None
+                )
+            )
+            .unflatten(-1, (c.n_heads, c.d_head))
+            .transpose(-3, -2)
+            for n in "qkv"
+        )  # (..., h, L, d_head) each
+        if rope is not None:
+            q, k = acc._rotate(q, *rope), acc._rotate(k, *rope)
+        s = (q @ k.transpose(-1, -2) / math.sqrt(c.d_head)).masked_fill(~causal, -math.inf)
+        w = torch.softmax(s, -1)  # (..., h, L, L)
+        maps.append(w)
+        a = (w @ v).transpose(-3, -2).flatten(-2)  # (..., L, d)
+        h = h + F.linear(a, blk["w_o"].t(), blk.get("b_o"))
+        h = h + acc._mlp(acc._norm(h, blk, "norm2", c), blk, c)
+    return maps, acc._norm(h, p, "final_norm", c)
 
 
 def train_incontext(
