@@ -73,6 +73,8 @@ def test_without_torch_a_pytorch_cell_gets_a_clear_message(tmp_path):
 import course_lib.matmul.reference as ref
 import course_lib.matmul.exercises
 print(ref.__name__)
+import importlib.util
+assert importlib.util.find_spec("torch") is None  # a library asking "is torch installed?"
 try:
     import course_lib.matmul.accelerated
 except ModuleNotFoundError as exc:
