@@ -170,8 +170,10 @@ def run(cmd: list[str], *, quiet_pip: bool = False, check: bool = True) -> int:
     return rc
 
 
-def pip(*args: str) -> None:
-    run([venv_python(), "-m", "pip", "install", "--quiet", *args], quiet_pip=True)
+def pip(*args: str, check: bool = True) -> int:
+    return run(
+        [venv_python(), "-m", "pip", "install", "--quiet", *args], quiet_pip=True, check=check
+    )
 
 
 def hand_over(cmd: list[str]) -> None:
@@ -249,7 +251,8 @@ def install_torch() -> None:
     if plan.index and not reachable(plan.index):
         print(f"   note: {plan.fallback}")
         return
-    pip(*plan.pip_args)
+    if pip(*plan.pip_args, check=False) != 0:
+        print(f"   note: installing from {plan.index} failed (above); {plan.fallback}")
 
 
 def web_assets() -> None:

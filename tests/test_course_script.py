@@ -122,7 +122,7 @@ def test_an_unreachable_cpu_index_falls_back_clearly_and_fast(monkeypatch, capsy
     monkeypatch.setattr(course.platform, "system", lambda: "Linux")
     monkeypatch.setattr(course, "has_nvidia_gpu", lambda: False)
     installs = []
-    monkeypatch.setattr(course, "pip", lambda *a: installs.append(a))
+    monkeypatch.setattr(course, "pip", lambda *a, check=True: installs.append(a) or 0)
     monkeypatch.setattr(course, "reachable", lambda url, timeout=5.0: False)
     course.install_torch()
     out = capsys.readouterr().out
@@ -130,6 +130,10 @@ def test_an_unreachable_cpu_index_falls_back_clearly_and_fast(monkeypatch, capsy
     monkeypatch.setattr(course, "reachable", lambda url, timeout=5.0: True)
     course.install_torch()
     assert installs == [("torch==2.13.0", "--index-url", course.TORCH_CPU_INDEX)]
+    assert "failed" not in capsys.readouterr().out
+    monkeypatch.setattr(course, "pip", lambda *a, check=True: 1)  # reachable, but pip fails
+    course.install_torch()
+    assert "failed (above)" in capsys.readouterr().out  # and set-up goes on
 
 
 def test_a_blocked_host_is_reported_unreachable_within_the_timeout():
