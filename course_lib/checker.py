@@ -18,7 +18,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-import torch
+
+from course_lib.checks import is_tensor
 
 
 @dataclass
@@ -124,7 +125,7 @@ def first_mistake(
 
 def to_array(x: Any) -> np.ndarray | None:
     """The learner's output as a float64 array, or None if it is not numeric array-like."""
-    if isinstance(x, torch.Tensor):
+    if is_tensor(x):
         x = x.detach().cpu()
         x = x.double() if x.is_floating_point() else x
         return x.numpy().astype(np.float64)

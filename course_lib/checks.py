@@ -16,11 +16,25 @@ from __future__ import annotations
 
 import math
 import numbers
+import sys
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import torch
+
+if TYPE_CHECKING:  # PyTorch is imported where a tensor is made: the NumPy half runs without it
+    import torch
+
+
+def is_tensor(x: Any) -> bool:
+    """Whether ``x`` is a ``torch.Tensor``, without importing PyTorch (no tensor can exist
+    before something imported it).
+
+    >>> is_tensor([1.0]), is_tensor(np.ones(2))
+    (False, False)
+    """
+    torch = sys.modules.get("torch")
+    return torch is not None and isinstance(x, torch.Tensor)
 
 
 def fmt_shape(shape: Iterable[int]) -> str:
@@ -72,7 +86,8 @@ def as_array(
     ...
     TypeError: X must hold real numbers, got an array of dtype <U1
     """
-    if isinstance(x, torch.Tensor):
+    if is_tensor(x):
+        torch = sys.modules["torch"]
         x = x.detach().to("cpu")
         x = x.double().numpy() if x.is_floating_point() or x.dtype == torch.bool else x.numpy()
     try:
@@ -102,6 +117,7 @@ def as_tensor(
     precision. Other array-likes are converted with NumPy's rules (integers become float64) and
     placed on the CPU.
 
+    >>> import torch
     >>> as_tensor(torch.ones(2, dtype=torch.int64), "X")
     Traceback (most recent call last):
     ...
@@ -109,6 +125,8 @@ def as_tensor(
     >>> as_tensor([1, 2], "X").dtype
     torch.float64
     """
+    import torch
+
     if isinstance(x, torch.Tensor):
         if not x.is_floating_point():
             raise TypeError(
@@ -132,15 +150,19 @@ def values_are_free_to_read(t: torch.Tensor) -> bool:
     meta device or under compilation they are skipped (shape and dtype checks still run), which
     keeps GPU timings honest and lets a model's forward trace as one graph.
 
+    >>> import torch
     >>> values_are_free_to_read(torch.ones(2)), values_are_free_to_read(torch.ones(2, device="meta"))
     (True, False)
     """
+    import torch
+
     return t.device.type == "cpu" and not torch.compiler.is_compiling()
 
 
 def same_device_and_dtype(**tensors: torch.Tensor) -> None:
     """Raise if the tensors live on different devices or have different dtypes.
 
+    >>> import torch
     >>> same_device_and_dtype(X=torch.ones(1), Y=torch.ones(1, dtype=torch.float64))
     Traceback (most recent call last):
     ...

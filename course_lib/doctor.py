@@ -18,6 +18,10 @@ from pathlib import Path
 
 from course_lib.paths import repo_root
 
+#: What to run to fix a missing or wrong package, with or without bash
+SETUP_HINT = (
+    "run ./course setup (without bash: python course.py setup; Windows: py course.py setup)"
+)
 #: The pinned requirements of the repository checkout (None for a plain install of the package).
 REQUIREMENTS = None if repo_root() is None else repo_root() / "requirements.txt"
 
@@ -103,10 +107,10 @@ def main(argv: list[str] | None = None) -> int:
         try:
             have = metadata.version(name)
         except metadata.PackageNotFoundError:
-            line(False, name, f"not installed (want {want}); run ./course setup")
+            line(False, name, f"not installed (want {want}); {SETUP_HINT}")
             continue
         ok = have.split("+")[0] == want.split("+")[0]
-        line(ok, name, have if ok else f"{have} installed, {want} pinned; run ./course setup")
+        line(ok, name, have if ok else f"{have} installed, {want} pinned; {SETUP_HINT}")
     try:
         import torch
 

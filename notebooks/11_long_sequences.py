@@ -13,6 +13,21 @@
 #     name: python3
 # ---
 
+# %% tags=["remove-cell", "colab-setup"] jupyter={"source_hidden": true}
+# Google Colab only (elsewhere this cell does nothing): install the course library, then fetch
+# this chapter's data.
+import os
+import subprocess
+import sys
+
+if "google.colab" in sys.modules or os.environ.get("COURSE_COLAB") == "1":
+    url = "git+https://github.com/transformers-course/transformers-course@main"
+    spec = f"course-lib[course] @ {os.environ.get('COURSE_SOURCE', url)}"
+    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", spec], check=True)
+    import course_lib.colab
+
+    course_lib.colab.setup("11_long_sequences")
+
 # %% [markdown]
 # # 11. Long sequences: Transformer-XL, sparse, Longformer, BigBird, FlashAttention
 #

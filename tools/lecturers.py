@@ -110,7 +110,8 @@ def first_line(cell: dict) -> str:
 def read_chapter(path: Path) -> Chapter:
     nb = json.loads(path.read_text(encoding="utf-8"))
     cells = nb["cells"]
-    head = re.match(r"#\s+(.*)", _source(cells[0]).strip())
+    opening = next(c for c in cells if c["cell_type"] == "markdown")  # after the Colab cell
+    head = re.match(r"#\s+(.*)", _source(opening).strip())
     title = head.group(1) if head else path.stem
     sections = [Section("Opening and set-up", "core", 0)]
     counts, problems = [], []
@@ -146,7 +147,7 @@ def read_chapter(path: Path) -> Chapter:
     return Chapter(
         name=path.stem,
         title=title,
-        outcomes=outcomes(_source(cells[0])),
+        outcomes=outcomes(_source(opening)),
         sections=sections,
         cells=len(cells),
         code_cells=len(counts),

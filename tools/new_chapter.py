@@ -24,6 +24,8 @@ import re
 import sys
 from pathlib import Path
 
+from tools import publish
+
 ROOT = Path(__file__).resolve().parent.parent
 NAME = re.compile(r"(?P<number>\d\d)_(?P<topic>[a-z][a-z0-9_]*)")
 
@@ -344,6 +346,8 @@ def scaffold(stem: str, package: str, title: str, root: Path = ROOT) -> list[Pat
     for path, template in files.items():
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(template.format(**fields))
+    # the hidden Colab set-up cell every notebook starts with (tools/publish.py)
+    publish.write_py(root / "notebooks" / f"{stem}.py", publish.published(root))
     _insert_row(
         root / "README.md",
         number,

