@@ -122,7 +122,12 @@ class Sheet:
 
 def read_sheet(nb: nbformat.NotebookNode) -> Sheet:
     """Read a worksheet or a submission: which code cell belongs to which exercise."""
-    code_cells = [c for c in nb.cells if c.cell_type == "code"]
+    # the Colab set-up cell (tools/publish.py) installs the course on Colab only: not graded
+    code_cells = [
+        c
+        for c in nb.cells
+        if c.cell_type == "code" and "colab-setup" not in c.metadata.get("tags", [])
+    ]
     if not code_cells:
         raise ValueError("the notebook has no code cells: is it a worksheet?")
     sheet = Sheet(setup=code_cells[0].source, cells=[])
@@ -137,7 +142,7 @@ def read_sheet(nb: nbformat.NotebookNode) -> Sheet:
             elif re.search(r"^## ", cell.source, re.M):
                 label = None  # a section after the exercises
             continue
-        if cell.cell_type != "code" or cell is code_cells[0]:
+        if cell.cell_type != "code" or cell is code_cells[0] or cell not in code_cells:
             continue
         sheet.cells.append((label, cell.source))
         if label is not None:
