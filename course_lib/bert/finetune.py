@@ -23,7 +23,8 @@ from course_lib.bpe.tokenizer import Tokenizer
 
 __all__ = [
     "Batch", "best_span", "char_span_to_tokens", "encode_classification", "encode_qa",
-    "bag_of_words_accuracy", "encode_tagging", "train_classifier", "train_span", "train_tagger", "word_labels_to_tokens",
+    "bag_of_words_accuracy", "encode_tagging", "entities", "fine_tune", "predict", "tag_scores",
+    "train_classifier", "train_span", "train_tagger", "word_labels_to_tokens",
 ]  # fmt: skip
 
 
@@ -36,9 +37,14 @@ class Batch:
     mask: np.ndarray
     targets: tuple[np.ndarray, ...]
 
-    def t(self, idx=slice(None)):
-        return (torch.from_numpy(self.ids[idx]), torch.from_numpy(self.segments[idx]),
-                torch.from_numpy(self.mask[idx]))  # fmt: skip
+    def t(self, idx=slice(None), device: str | torch.device = "cpu"):
+        """The inputs of rows ``idx`` as tensors on ``device``: ids, segments, mask."""
+        return tuple(
+            torch.from_numpy(v[idx]).to(device) for v in (self.ids, self.segments, self.mask)
+        )
+
+    def __len__(self) -> int:
+        return len(self.ids)
 
 
 def _batch(rows: list[list[int]], segs: list[list[int]], *targets: np.ndarray) -> Batch:
@@ -141,81 +147,116 @@ def encode_tagging(sentences, tok: Tokenizer, max_len: int) -> Batch:
 
 
 # --------------------------------------------------------------------------------- training
-def train_classifier(
-    bert: Bert,
+def fine_tune(
+    model: torch.nn.Module,
     train: Batch,
-    test: Batch,
     *,
-    steps: int = 150,
+    steps: int,
     lr: float = 1e-3,
     batch_size: int = 32,
     seed: int = 0,
-):
-    """Fine-tune a copy of ``bert`` with a [CLS] classifier; returns (losses, test accuracy)."""
-    model = SequenceClassifier(copy.deepcopy(bert), int(train.targets[0].max()) + 1, seed=seed)
-    y = torch.from_numpy(train.targets[0])
-    losses = fit(
-        model,
-        lambda i: model.loss(model(*train.t(i)), y[i]),
-        len(y),
-        steps=steps,
-        lr=lr,
-        batch_size=batch_size,
-        seed=seed,
+    warmup: int = 20,
+    schedule: str = "constant",
+    device: str = "cpu",
+    callback=None,
+) -> list[float]:
+    """The chapter's one fine-tuning loop: AdamW on ``model.loss(*model(x), *targets)`` over
+    random batches of ``train`` (:func:`~course_lib.bert.train.fit`); returns the losses.
+
+    ``model`` is any head with a ``loss`` method whose arguments are its outputs followed by the
+    batch's targets (:class:`~course_lib.bert.model.SequenceClassifier`, ``SpanPredictor``,
+    ``TokenTagger``, :class:`course_lib.bert.compare.Classifier`).
+    """
+    model.to(device)
+    targets = [torch.from_numpy(t).to(device) for t in train.targets]
+
+    def step_loss(i: np.ndarray) -> torch.Tensor:
+        out = model(*train.t(i, device))
+        return model.loss(*(out if isinstance(out, tuple) else (out,)), *(t[i] for t in targets))
+
+    return fit(model, step_loss, len(train), steps=steps, batch_size=batch_size, lr=lr, seed=seed,
+               warmup=warmup, schedule=schedule, callback=callback)  # fmt: skip
+
+
+@torch.no_grad()
+def predict(model: torch.nn.Module, data: Batch, chunk: int = 500) -> tuple[np.ndarray, ...]:
+    """``model``'s outputs on every row of ``data`` in eval mode, as NumPy arrays (a tuple)."""
+    was, device = model.training, next(model.parameters()).device
+    model.eval()
+    outs = []
+    for i in range(0, len(data), chunk):
+        out = model(*data.t(slice(i, i + chunk), device))
+        outs.append([o.cpu().numpy() for o in (out if isinstance(out, tuple) else (out,))])
+    model.train(was)
+    return tuple(np.concatenate(parts) for parts in zip(*outs, strict=True))
+
+
+def train_classifier(bert: Bert, train: Batch, test: Batch, **kw):
+    """Fine-tune a copy of ``bert`` with a [CLS] classifier; returns (losses, test accuracy).
+
+    Keywords go to :func:`fine_tune` (``steps``, default 150; ``lr``, ``batch_size``, ``seed``).
+    """
+    model = SequenceClassifier(
+        copy.deepcopy(bert), int(train.targets[0].max()) + 1, seed=kw.get("seed", 0)
     )
-    with torch.no_grad():
-        pred = model(*test.t()).argmax(-1).numpy()
-    return losses, float((pred == test.targets[0]).mean())
+    losses = fine_tune(model, train, **{"steps": 150, **kw})
+    (logits,) = predict(model, test)
+    return losses, float((logits.argmax(-1) == test.targets[0]).mean())
 
 
-def train_span(
-    bert: Bert,
-    train: Batch,
-    test: Batch,
-    *,
-    steps: int = 150,
-    lr: float = 1e-3,
-    batch_size: int = 32,
-    seed: int = 0,
-):
+def train_span(bert: Bert, train: Batch, test: Batch, **kw):
     """Fine-tune a copy of ``bert`` with start/end scores; returns (losses, test exact match)."""
-    model = SpanPredictor(copy.deepcopy(bert), seed=seed)
-    s, e = (torch.from_numpy(v) for v in train.targets)
-    losses = fit(model, lambda i: model.loss(*model(*train.t(i)), s[i], e[i]), len(s),
-                 steps=steps, lr=lr, batch_size=batch_size, seed=seed)  # fmt: skip
-    with torch.no_grad():
-        st, en = model(*test.t())
-    pred = [best_span(a, b) for a, b in zip(st.numpy(), en.numpy(), strict=True)]
+    model = SpanPredictor(copy.deepcopy(bert), seed=kw.get("seed", 0))
+    losses = fine_tune(model, train, **{"steps": 150, **kw})
+    pred = [best_span(a, b) for a, b in zip(*predict(model, test), strict=True)]
     hits = [p == (a, b) for p, a, b in zip(pred, *test.targets, strict=True)]
     return losses, float(np.mean(hits))
 
 
-def train_tagger(
-    bert: Bert,
-    train: Batch,
-    test: Batch,
-    *,
-    steps: int = 150,
-    lr: float = 1e-3,
-    batch_size: int = 32,
-    seed: int = 0,
-):
-    """Fine-tune a copy of ``bert`` with a per-token tagger; returns (losses, test tag accuracy)."""
-    model = TokenTagger(copy.deepcopy(bert), len(TAGS), seed=seed)
-    y = torch.from_numpy(train.targets[0])
-    losses = fit(
-        model,
-        lambda i: model.loss(model(*train.t(i)), y[i]),
-        len(y),
-        steps=steps,
-        lr=lr,
-        batch_size=batch_size,
-        seed=seed,
-    )
-    with torch.no_grad():
-        pred = model(*test.t()).argmax(-1).numpy()
-    keep = test.targets[0] != IGNORE
-    return losses, float((pred[keep] == test.targets[0][keep]).mean())
+def train_tagger(bert: Bert, train: Batch, test: Batch, **kw):
+    """Fine-tune a copy of ``bert`` with a per-token tagger; returns (losses, test predictions).
+
+    The predictions are tag ids (N, L), one per position; score them with :func:`tag_scores`.
+    """
+    model = TokenTagger(copy.deepcopy(bert), len(TAGS), seed=kw.get("seed", 0))
+    losses = fine_tune(model, train, **{"steps": 150, **kw})
+    (logits,) = predict(model, test)
+    return losses, logits.argmax(-1)
+
+
+def entities(tags: Sequence[str]) -> set[tuple[str, int, int]]:
+    """The entities of a BIO sequence as ``(type, first, last)`` word positions.
+
+    An ``I-X`` that does not continue an ``X`` starts a new entity (as ``seqeval`` reads it).
+
+    >>> sorted(entities(["B-PER", "I-PER", "O", "B-LOC", "I-PER"]))
+    [('LOC', 3, 3), ('PER', 0, 1), ('PER', 4, 4)]
+    """
+    out, kind, first = set(), None, 0
+    for i, t in enumerate([*tags, "O"]):
+        if kind is not None and not (t.startswith("I-") and t[2:] == kind):
+            out.add((kind, first, i - 1))
+            kind = None
+        if t != "O" and kind is None:
+            kind, first = t[2:], i
+    return out
+
+
+def tag_scores(pred: np.ndarray, test: Batch) -> dict[str, float]:
+    """Per-token accuracy and entity F1 of predicted tag ids ``pred`` (N, L) on ``test``.
+
+    An entity counts as found only when its type and both ends match exactly (the CoNLL rule),
+    read over the labelled tokens (a word cut into pieces is ``B-X I-X ...``).
+    """
+    y = test.targets[0]
+    keep = y != IGNORE
+    found = true = hit = 0
+    for p, t, k in zip(pred, y, keep, strict=True):
+        want, got = entities([TAGS[i] for i in t[k]]), entities([TAGS[i] for i in p[k]])
+        found, true, hit = found + len(got), true + len(want), hit + len(want & got)
+    precision, recall = hit / max(found, 1), hit / max(true, 1)
+    f1 = 2 * precision * recall / max(precision + recall, 1e-12)
+    return {"token_accuracy": float((pred[keep] == y[keep]).mean()), "entity_f1": float(f1)}
 
 
 def bag_of_words_accuracy(

@@ -6,11 +6,12 @@ characters of *Moby-Dick* (:mod:`course_lib.bert.datasets`; the rest of each tex
 The rows of both texts are pooled and every batch draws 32 of them at random, so the mix is that
 of their sizes: 29,247 rows of Shakespeare and 14,265 of Moby-Dick, two thirds and one third.
 12,000 steps of AdamW (weight decay 0.01): the learning rate rises linearly to 2e-3 over 250
-steps, then falls to 0 along a half cosine; no dropout (a model this small underfits, dropout
+steps, then falls towards 0 along a half cosine; no dropout (a model this small underfits, dropout
 only slows it down); fresh 15% / 80-10-10 masks every step, the loss computed by
 :meth:`~course_lib.bert.model.Bert.mlm_loss` (the head only at the chosen positions); seed 0,
-one thread. The weights are saved atomically to ``data/bert/small_mlm.pt`` with the recipe, the
-losses and the seconds; :func:`load_checkpoint` reads them back with ``weights_only=True``. The
+one thread. (The shipped file was made before ``mask_tokens`` drew one number per position and
+before the cosine's last step was moved off 0; ``data/README.md`` says so.) The weights are saved
+atomically to ``data/bert/small_mlm.pt`` with the recipe, the losses and the seconds; :func:`load_checkpoint` reads them back with ``weights_only=True``. The
 notebook trains 300 steps live and loads this file for the rest.
 
 Short runs chose the recipe (held-out masked-LM loss below that of the token frequencies, the

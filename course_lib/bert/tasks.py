@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from course_lib.checks import check_int
+from course_lib.checks import check_choice, check_int
 
 __all__ = [
     "TAGS", "QAExample", "bio_is_valid", "negation_sentences", "qa_stories", "tagged_sentences",
@@ -118,22 +118,32 @@ def qa_stories(n: int, seed: int = 0, people: int = 2) -> list[QAExample]:
 TAGS = ["O", "B-PER", "I-PER", "B-LOC", "I-LOC"]
 
 
-def tagged_sentences(n: int, seed: int = 0) -> list[tuple[list[str], list[str]]]:
+def tagged_sentences(
+    n: int, seed: int = 0, names: str = "all"
+) -> list[tuple[list[str], list[str]]]:
     """``n`` sentences as (words, BIO tags): people (one or two words) meeting in places.
+
+    ``names="train"`` draws people and places from every other name of the lists (the first,
+    the third, ...), ``names="test"`` from the others: a tagger trained on the first and tested
+    on the second must read the *context* ("met", "in", "left ... for"), since no test name was
+    ever seen; ``"all"`` uses every name.
 
     >>> words, tags = tagged_sentences(1, seed=1)[0]
     >>> list(zip(words, tags))[:4]
     [('In', 'O'), ('Messina', 'B-LOC'), (',', 'O'), ('Portia', 'B-PER')]
     """
     check_int(n, "n", low=1)
+    check_choice(names, "names", ("all", "train", "test"))
     rng = np.random.default_rng(seed)
+    pick = {"all": slice(None), "train": slice(0, None, 2), "test": slice(1, None, 2)}[names]
+    first, last, places, two = FIRST[pick], LAST[pick], PLACES[pick], TWO_WORD_PLACES[pick]
 
     def person() -> list[tuple[str, str]]:
-        words = [str(rng.choice(FIRST))] + ([str(rng.choice(LAST))] if rng.random() < 0.4 else [])
+        words = [str(rng.choice(first))] + ([str(rng.choice(last))] if rng.random() < 0.4 else [])
         return [(w, "B-PER" if i == 0 else "I-PER") for i, w in enumerate(words)]
 
     def place() -> list[tuple[str, str]]:
-        name = str(rng.choice(TWO_WORD_PLACES)) if rng.random() < 0.2 else str(rng.choice(PLACES))
+        name = str(rng.choice(two)) if rng.random() < 0.2 else str(rng.choice(places))
         return [(w, "B-LOC" if i == 0 else "I-LOC") for i, w in enumerate(name.split())]
 
     out = []

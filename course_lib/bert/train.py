@@ -26,11 +26,12 @@ SMALL = BertConfig(vocab_size=VOCAB_SIZE, max_len=80, n_layers=2, block=bert_blo
 
 def lr_factor(step: int, steps: int, warmup: int = 20, schedule: str = "constant") -> float:
     """The learning rate of step ``step`` (from 0) as a fraction of the peak: a linear warm-up
-    over ``warmup`` steps, then constant or, for ``schedule="cosine"``, a half cosine that
-    reaches 0 at the last step, ``steps - 1``.
+    over ``warmup`` steps, then constant or, for ``schedule="cosine"``, a half cosine from the
+    peak at step ``warmup`` towards 0 at step ``steps``, one step *after* the last: every step
+    that is taken learns something (the last at a small rate, not at 0).
 
-    >>> [round(lr_factor(s, 10, warmup=2, schedule="cosine"), 3) for s in (0, 1, 2, 5, 9)]
-    [0.5, 1.0, 0.962, 0.5, 0.0]
+    >>> [round(lr_factor(s, 10, warmup=2, schedule="cosine"), 3) for s in (0, 1, 2, 6, 9)]
+    [0.5, 1.0, 1.0, 0.5, 0.038]
     >>> lr_factor(500, 1000)
     1.0
     """
@@ -39,7 +40,7 @@ def lr_factor(step: int, steps: int, warmup: int = 20, schedule: str = "constant
         return (step + 1) / warmup
     if schedule == "constant":
         return 1.0
-    done = (step - warmup + 1) / max(1, steps - warmup)  # the fraction of the decay done
+    done = (step - warmup) / max(1, steps - warmup)  # the fraction of the decay done: < 1
     return 0.5 * (1.0 + math.cos(math.pi * min(1.0, done)))
 
 
@@ -72,7 +73,7 @@ def fit(
     sched = torch.optim.lr_scheduler.LambdaLR(
         opt, lambda s: lr_factor(s, steps, warmup=warmup, schedule=schedule)
     )
-    losses = []
+    losses = []  # detached tensors: reading each one would wait for the GPU at every step
     it = range(steps)
     if progress:
         from tqdm.auto import tqdm
@@ -87,11 +88,11 @@ def fit(
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
         sched.step()
-        losses.append(loss.item())
+        losses.append(loss.detach())
         if callback is not None:
             callback(step + 1)
     model.eval()
-    return losses
+    return torch.stack(losses).cpu().tolist()
 
 
 def pretrain_mlm(
@@ -107,19 +108,22 @@ def pretrain_mlm(
     schedule: str = "constant",
     model: Bert | None = None,
     progress: bool = False,
+    device: str = "cpu",
 ) -> tuple[Bert, list[float]]:
     """Masked-LM pre-training on rows of token ids (N, L): fresh masks every step (15%, 80/10/10).
 
-    The loss is :meth:`Bert.mlm_loss`, which runs the head only at the chosen positions.
+    The loss is :meth:`Bert.mlm_loss`, which runs the head only at the chosen positions. The
+    model is trained on ``device`` and returned there; the masks are drawn on the CPU.
     """
     model = Bert(config, seed=seed, dropout=dropout) if model is None else model
+    model.to(device)
     mask_rng = np.random.default_rng(seed + 1)
 
     def step_loss(idx: np.ndarray) -> torch.Tensor:
         x, y = mask_tokens(chunks[idx], mask_rng, mask_id=MASK, vocab_size=config.vocab_size,
                            special_ids=(PAD, CLS, SEP, MASK))  # fmt: skip
-        pad = torch.from_numpy(chunks[idx] != PAD)
-        return model.mlm_loss(torch.from_numpy(x), torch.from_numpy(y), None, pad)
+        x, y, pad = (torch.from_numpy(v).to(device) for v in (x, y, chunks[idx] != PAD))
+        return model.mlm_loss(x, y, None, pad)
 
     losses = fit(model, step_loss, len(chunks), steps=steps, batch_size=batch_size, lr=lr,
                  seed=seed, warmup=warmup, schedule=schedule, progress=progress)  # fmt: skip
