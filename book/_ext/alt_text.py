@@ -9,7 +9,8 @@ onto the image node, which Sphinx writes as the ``<img alt="...">``. A cell's ow
 output says it is decorative (``"alt": ""``); otherwise they are left for the audit to report.
 
 It also adds ``static/course-a11y.css`` to every page (colours that keep contrast in the light
-and the dark theme; a light background behind figures in the dark theme).
+and the dark theme; a light background behind figures in the dark theme) and
+``static/course-a11y.js`` (names for the widgets' slider handles).
 
 Registered in ``book/_config.yml`` under ``sphinx: local_extensions``.
 """
@@ -23,6 +24,7 @@ from myst_nb.core.render import MimeData, NbElementRenderer
 
 STATIC = Path(__file__).resolve().parent / "static"
 CSS = "course-a11y.css"
+JS = "course-a11y.js"
 
 
 def output_alt(data: MimeData) -> str | None:
@@ -61,4 +63,5 @@ def setup(app):
     patch_renderer()
     app.connect("builder-inited", add_static)
     app.add_css_file(CSS, priority=900)
+    app.add_js_file(JS, priority=900)
     return {"parallel_read_safe": True, "parallel_write_safe": True}
