@@ -403,9 +403,16 @@ def test_chapter_from_file_url(browser, site: Path) -> None:
 # -- accessibility: axe-core on every page, in the light and the dark theme -------------------
 
 THEMES = ("light", "dark")
-#: Rules whose violations fail the audit: any missing alt text; serious or critical contrast.
-FAILING = {"image-alt": {"minor", "moderate", "serious", "critical"}}
-FAILING["color-contrast"] = {"serious", "critical"}
+#: Rules whose violations fail the audit: any missing alt text; serious or critical contrast;
+#: unnamed form controls (the widgets' slider handles, named by book/_ext/static/course-a11y.js).
+#: The rest (the theme's search button and sidebar, reported by axe as best practice) is logged
+#: in tests/artifacts/a11y/violations.jsonl.
+ANY_IMPACT = {"minor", "moderate", "serious", "critical"}
+FAILING = {
+    "image-alt": ANY_IMPACT,
+    "color-contrast": {"serious", "critical"},
+    "aria-input-field-name": ANY_IMPACT,
+}
 
 
 @pytest.fixture(scope="module")
