@@ -162,8 +162,8 @@ QUIZ_CSS = """
   background: var(--pst-color-surface, #f7f7f7); color: var(--pst-color-text-base, #222);
   cursor: pointer; }
 .course-quiz-feedback { margin-top: 0.5em; font-weight: 500; min-height: 1.2em; }
-.course-quiz-feedback.right { color: var(--pst-color-success-text, #0a5c2a); }
-.course-quiz-feedback.wrong { color: var(--pst-color-danger-text, #8a1c14); }
+.course-quiz-feedback.right { color: var(--course-right, #0a5c2a); }
+.course-quiz-feedback.wrong { color: var(--course-wrong, #8a1c14); }
 """
 
 

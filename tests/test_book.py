@@ -176,6 +176,37 @@ def test_web_assets_are_served_locally(site: Path) -> None:
     assert "embed-amd.js" not in (site / "book" / "references.html").read_text(encoding="utf-8")
 
 
+class _ImageAlts(HTMLParser):
+    """The ``alt`` of every ``<img>`` of a page."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.alts: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag == "img":
+            self.alts.append(dict(attrs).get("alt") or "")
+
+
+@pytest.mark.book
+@pytest.mark.parametrize("page", notebook_pages(), ids=page_id)
+def test_figures_alt_text_reaches_the_img(site: Path, page: str) -> None:
+    """Every figure's alt text from its output metadata is the alt of an ``<img>`` on the page
+    (book/_ext/alt_text.py), in the notebook's order."""
+    wanted = []
+    for cell in notebook(page)["cells"]:
+        for output in cell.get("outputs", []):
+            alt = output.get("metadata", {}).get("image/png", {}).get("alt")
+            if "image/png" in output.get("data", {}) and alt:
+                wanted.append(" ".join(alt.split()))
+    parser = _ImageAlts()
+    parser.feed((site / f"{page}.html").read_text(encoding="utf-8"))
+    on_page = [a for a in parser.alts if a in wanted]
+    assert on_page == wanted, (
+        f"{page}: alt texts missing from the page: {set(wanted) - set(on_page)}"
+    )
+
+
 def unfolded_solution_cells(nb: dict) -> list[int]:
     """Indices of code cells tagged ``solution`` that the website would show unfolded.
 
@@ -411,3 +442,162 @@ def test_the_course_as_one_pdf(site: Path) -> None:
             figures += sum("image/png" in o.get("data", {}) for o in cell.get("outputs", []))
     images = sum(len(page.images) for page in reader.pages)
     assert images >= figures, f"{images} images in the PDF, {figures} figures in the chapters"
+
+
+# -- accessibility: axe-core on every page, in the light and the dark theme -------------------
+
+THEMES = ("light", "dark")
+#: Rules whose violations fail the audit: any missing alt text; serious or critical contrast;
+#: unnamed form controls (the widgets' slider handles, named by book/_ext/static/course-a11y.js).
+#: The rest (the theme's search button and sidebar, reported by axe as best practice) is logged
+#: in tests/artifacts/a11y/violations.jsonl.
+ANY_IMPACT = {"minor", "moderate", "serious", "critical"}
+FAILING = {
+    "image-alt": ANY_IMPACT,
+    "color-contrast": {"serious", "critical"},
+    "aria-input-field-name": ANY_IMPACT,
+}
+
+
+@pytest.fixture(scope="module")
+def axe_js() -> Path:
+    """axe-core's script, vendored like the site's assets (pinned, sha512-checked, uncommitted)."""
+    sys.path.insert(0, str(ROOT))
+    from tools import build_book
+
+    build_book.unpack(build_book.AXE)
+    return build_book.AXE.root / build_book.AXE.dest / "axe.min.js"
+
+
+def open_in_theme(browser, url: str, theme: str) -> PageVisit:
+    """Open ``url`` with the reader's stored choice of theme (pydata-sphinx-theme's ``mode``)."""
+    visit = PageVisit.__new__(PageVisit)
+    visit.context = browser.new_context(viewport={"width": 1280, "height": 900})
+    visit.context.add_init_script(f"localStorage.setItem('mode', '{theme}');")
+    visit.page = visit.context.new_page()
+    visit.errors, visit.requests, visit.blocked = [], [], []
+    visit.page.on("console", visit._console)
+    visit.page.on("pageerror", lambda exc: visit.errors.append(f"page error: {exc}"))
+    visit.page.on("request", lambda req: visit.requests.append(req.url))
+    visit.page.route("**/*", visit._route)
+    visit.response = visit.page.goto(url, wait_until="load", timeout=60_000)
+    return visit
+
+
+def settle(pg, page: str) -> None:
+    """Wait until math is typeset and stored widgets are drawn, so the audit sees the page."""
+    if pg.locator(".math").count():
+        pg.wait_for_function(
+            "() => window.MathJax && MathJax.startup && MathJax.startup.promise", timeout=30_000
+        )
+        pg.evaluate("() => MathJax.startup.promise")
+    if has_widget_state(page):
+        views = pg.locator('script[type="application/vnd.jupyter.widget-view+json"]').count()
+        pg.wait_for_function(
+            f"() => document.querySelectorAll('.widget-subarea').length >= {views}",
+            timeout=30_000,
+        )
+    if page.startswith("book/quizzes/"):
+        answer_quiz(pg)
+    pg.wait_for_load_state("networkidle", timeout=30_000)
+
+
+def answer_quiz(pg) -> None:
+    """Answer every question, alternately right and wrong, so that both kinds of feedback are
+    on the page when it is audited."""
+    pg.evaluate(
+        """() => document.querySelectorAll('.course-quiz-q').forEach((q, i) => {
+          const data = JSON.parse(q.dataset.quiz), right = i % 2 === 0;
+          if (data.kind === 'choice') {
+            const k = data.options.findIndex(o => o.correct === right);
+            q.querySelectorAll('button.course-quiz-option')[k].click();
+          } else {
+            q.querySelector('input').value = right ? String(data.answer) : 'not a number';
+            q.querySelector('button.course-quiz-check').click();
+          }
+        })"""
+    )
+    shown = pg.locator(".course-quiz-feedback.right, .course-quiz-feedback.wrong").count()
+    assert shown == pg.locator(".course-quiz-q").count(), "a quiz question gave no feedback"
+
+
+#: Pages screenshotted whole in both themes (an explorer, figures, a quiz); the others show
+#: the first screenful.
+FULL_SHOTS = {"notebooks/02_softmax", "notebooks/04_attention", "book/quizzes/04_attention"}
+
+
+def axe_violations(pg, axe_js: Path) -> list[dict]:
+    """Every axe-core violation on the page (WCAG 2 A/AA rules and best practices)."""
+    pg.add_script_tag(path=str(axe_js))  # inlined by Playwright: no request
+    return pg.evaluate(
+        """async () => (await axe.run(document, {resultTypes: ['violations']})).violations
+        .map(v => ({id: v.id, impact: v.impact, help: v.help,
+                    nodes: v.nodes.map(n => ({target: n.target.join(' '),
+                                              impact: n.impact,
+                                              summary: n.failureSummary,
+                                              html: n.html.slice(0, 200)}))}))"""
+    )
+
+
+def failing(violations: list[dict]) -> list[str]:
+    """The violations the course does not accept, one line per element."""
+    return [
+        f"{v['id']} ({n['impact']}): {n['target']}: {n['summary']} | {n['html']}"
+        for v in violations
+        if v["id"] in FAILING
+        for n in v["nodes"]
+        if (n["impact"] or v["impact"]) in FAILING[v["id"]]
+    ]
+
+
+def audit(browser, url: str, page: str, theme: str, axe_js: Path) -> tuple[list[dict], PageVisit]:
+    visit = open_in_theme(browser, url, theme)
+    pg = visit.page
+    assert visit.response is not None and visit.response.status == 200
+    assert pg.evaluate("() => document.documentElement.dataset.theme") == theme
+    settle(pg, page)
+    violations = axe_violations(pg, axe_js)
+    ARTIFACTS.mkdir(exist_ok=True)
+    (ARTIFACTS / "a11y").mkdir(exist_ok=True)
+    shot = ARTIFACTS / "a11y" / f"{page_id(page)}-{theme}.png"
+    pg.screenshot(path=str(shot), full_page=page in FULL_SHOTS)
+    with open(ARTIFACTS / "a11y" / "violations.jsonl", "a", encoding="utf-8") as log:
+        log.write(json.dumps({"page": page, "theme": theme, "violations": violations}) + "\n")
+    return violations, visit
+
+
+@pytest.mark.browser
+@pytest.mark.parametrize("theme", THEMES)
+@pytest.mark.parametrize("page", browser_pages(), ids=page_id)
+def test_page_is_accessible(browser, server: str, axe_js: Path, page: str, theme: str) -> None:
+    """axe-core finds no missing alt text and no serious contrast failure, in either theme;
+    figures keep a light background behind them in the dark theme; nothing leaves the host."""
+    violations, visit = audit(browser, server + f"{page}.html", page, theme, axe_js)
+    try:
+        bad = failing(violations)
+        assert not bad, f"{page} ({theme}): accessibility violations:\n" + "\n".join(bad)
+        backgrounds = visit.page.evaluate(
+            "() => [...document.querySelectorAll('.cell_output img')]"
+            ".map(i => getComputedStyle(i).backgroundColor)"
+        )
+        dark = [b for b in backgrounds if _luminance(b, theme) < 0.5]
+        assert not dark, f"{page} ({theme}): figures on a dark background: {dark[:3]}"
+        # Sphinx writes an image's file name as its alt when it has none: that is no text
+        alts = visit.page.evaluate(
+            "() => [...document.querySelectorAll('.cell_output img')].map(i => i.alt)"
+        )
+        unnamed = [a for a in alts if not a.strip() or re.search(r"\.(png|jpe?g|svg|gif)$", a)]
+        assert not unnamed, f"{page}: figures whose alt text is a file name or empty: {unnamed}"
+        assert not visit.blocked and not visit.remote_requests(), f"{page}: requests left the host"
+    finally:
+        visit.close()
+
+
+def _luminance(css_colour: str, theme: str) -> float:
+    """Relative luminance (0 black .. 1 white) of ``rgb(...)``/``rgba(...)``; a transparent
+    background shows the page behind it: white in the light theme, dark in the dark one."""
+    nums = [float(x) for x in re.findall(r"[\d.]+", css_colour)]
+    if len(nums) == 4 and nums[3] == 0:
+        return 1.0 if theme == "light" else 0.0
+    r, g, b = (c / 255 for c in nums[:3])
+    return 0.2126 * r + 0.7152 * g + 0.0722 * b

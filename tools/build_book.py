@@ -45,8 +45,9 @@ class Package:
     name: str
     version: str
     integrity: str  # the registry's "dist.integrity" (Subresource Integrity, sha512)
-    dest: str  # folder under _vendor/
+    dest: str  # folder under _vendor/ (or under root)
     keep: tuple[str, ...]  # glob patterns of package files to serve (relative to package/)
+    root: Path = VENDOR  # where dest goes; VENDOR is served with the site
 
     @property
     def tarball_url(self) -> str:
@@ -119,6 +120,17 @@ PACKAGES += (
             "plugin/notes/notes.js",
         ),
     ),
+)
+
+# axe-core, the accessibility rules engine that tests/test_book.py runs on every page. Only the
+# tests use it (injected by Playwright), so it is unpacked beside the site, not into it.
+AXE = Package(
+    "axe-core",
+    "4.14.1",
+    "sha512-FHfa+lmNjQZfJz1q8wKqIDwC6DExcHt/pkjNQb09a3NPjCKg2rhu5qb2S4r76ASyFNNtuFooJpZe37OgudVGtQ==",
+    "axe-core",
+    ("LICENSE", "package.json", "axe.min.js"),
+    root=ASSETS / "test",
 )
 
 # The files the pages reference (book/_config.yml); the build fails if one is missing.
@@ -197,7 +209,7 @@ def fetch(pkg: Package) -> bytes:
 
 def unpack(pkg: Package) -> None:
     """Unpack the kept files of ``pkg`` into ``_vendor/<dest>`` unless that version is there."""
-    dest = VENDOR / pkg.dest
+    dest = pkg.root / pkg.dest
     stamp = ASSETS / f"{pkg.dest}.unpacked"
     want = "\n".join((pkg.integrity, *pkg.keep))
     if dest.is_dir() and stamp.exists() and stamp.read_text() == want:

@@ -54,6 +54,15 @@ def _colour(w: float) -> str:
     return f"rgb({r},{g},{b})"
 
 
+def _text_colour(w: float) -> str:
+    """Black or white, whichever contrasts more with the cell colour ``_colour(w)`` (WCAG)."""
+    t = min(max(w, 0.0), 1.0)
+    rgb = [(255 + (c - 255) * t) / 255 for c in (8, 48, 107)]
+    lin = [c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4 for c in rgb]
+    lum = 0.2126 * lin[0] + 0.7152 * lin[1] + 0.0722 * lin[2]
+    return "black" if (lum + 0.05) / 0.05 >= 1.05 / (lum + 0.05) else "white"
+
+
 def render_html(
     weights: np.ndarray,
     tokens: Sequence[str],
@@ -86,8 +95,7 @@ def render_html(
     rows = []
     for i, t in enumerate(tokens):
         cells = "".join(
-            f'<td style="{cell}background:{_colour(v)};color:{"white" if v > 0.5 else "black"}">'
-            f"{v:.2f}</td>"
+            f'<td style="{cell}background:{_colour(v)};color:{_text_colour(v)}">{v:.2f}</td>'
             for v in w[i]
         )
         rows.append(f'<tr><th style="{cell}text-align:right">{html.escape(t)}</th>{cells}</tr>')
