@@ -247,7 +247,9 @@ def cell_lines(cell: dict) -> float:
             lines += 0.8 * _text_lines(text if isinstance(text, str) else "".join(text), 100)
         elif "image/png" in data or "image/svg+xml" in data:
             lines += 13.0
-        elif "application/vnd.jupyter.widget-view+json" in data or "text/html" in data:
+        elif "application/vnd.jupyter.widget-view+json" in data:
+            lines += 16.0  # a widget's controls and output: a slide of its own
+        elif "text/html" in data:
             lines += 10.0
         elif "text/plain" in data:
             text = data["text/plain"]

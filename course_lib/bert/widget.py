@@ -125,7 +125,7 @@ def render_heads(pieces: list[str], maps: np.ndarray) -> str:
             for q in range(L)
         )  # fmt: skip
         tables.append(
-            f'<table class="bert-head" style="border-collapse:collapse;margin:4px">'
+            f'<table class="bert-head" style="border-collapse:collapse;margin:4px;font-size:11px">'
             f"<caption>head {i}</caption>{head_row}{rows}</table>"
         )
     return '<div style="display:flex;flex-wrap:wrap">' + "".join(tables) + "</div>"
