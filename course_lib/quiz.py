@@ -192,7 +192,8 @@ def question_html(q: dict[str, Any], number: int) -> str:
     """One question as static HTML (graded by QUIZ_JS)."""
     data = html.escape(json.dumps(_payload(q)), quote=True)
     parts = [
-        f'<div class="course-quiz-q" id="quiz-q{number}" data-quiz="{data}">',
+        # mathjax_process: the site's MathJax typesets only marked elements (myst's setting)
+        f'<div class="course-quiz-q mathjax_process" id="quiz-q{number}" data-quiz="{data}">',
         f"<p><strong>Question {number}.</strong> {_math_html(q['prompt'])}</p>",
     ]
     if q["kind"] == "choice":
@@ -261,7 +262,8 @@ def write_pages(out: Path, titles: dict[str, str]) -> list[Path]:
             f"{name}.yml: edit that file -->\n"
             f"# Quiz: {title}\n\n"
             "Pick an answer (or type a number) and press it: the page says whether it is right "
-            "and why. Nothing is sent anywhere. In JupyterLab the same quiz is "
+            "and why, in the chapter's notation ($d_k$, $\\mathrm{softmax}$, ...). Nothing is sent "
+            "anywhere. In JupyterLab the same quiz is "
             f'`course_lib.quiz.show("{name}")`.\n\n'
             f"```{{raw}} html\n{page_html(name)}\n```\n"
         )

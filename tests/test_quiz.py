@@ -96,7 +96,7 @@ def test_the_widget_grades_a_choice():
 def test_the_page_has_no_raw_dollar_math_and_the_answers_it_grades():
     html = quiz.page_html("04_attention")
     assert "$" not in html  # math went to \\( \\), which MathJax typesets on the site
-    assert html.count('class="course-quiz-q"') == len(quiz.load("04_attention"))
+    assert html.count('class="course-quiz-q mathjax_process"') == len(quiz.load("04_attention"))
 
 
 def _shown(text: str) -> str:
