@@ -227,6 +227,45 @@ def test_prompt_and_prefix_parity_with_peft(base, method):
     torch.testing.assert_close(logits, ours(TOKENS), atol=1e-5, rtol=1e-5)
 
 
+def test_reparameterised_prefix_parity_with_peft(base):
+    """Li and Liang's MLP (peft's prefix_projection=True): same count, same logits."""
+    from peft import PrefixTuningConfig, TaskType
+
+    n, hidden = 3, 12
+    config = PrefixTuningConfig(
+        num_virtual_tokens=n,
+        task_type=TaskType.CAUSAL_LM,
+        prefix_projection=True,
+        encoder_hidden_size=hidden,
+    )
+    theirs = _peft(to_hf_gpt2(base), config)
+    ours = AdaptedGPT(base, prefix_tokens=n, prefix_projection=hidden)
+    n_theirs = sum(p.numel() for p in theirs.parameters() if p.requires_grad)
+    d, layers = base.config.d_model, base.config.n_layers
+    hand = n * d + (d * hidden + hidden) + (hidden * layers * 2 * d + layers * 2 * d)
+    assert ours.trainable_parameters() == n_theirs == hand
+    _randomise_trainable(theirs)
+    copy_adapters_from_peft(theirs, ours)
+    torch.testing.assert_close(theirs(TOKENS).logits, ours(TOKENS), atol=1e-5, rtol=1e-5)
+    assert ours.prefix_keys_values().shape == (layers, 2, 2, n, 8)
+
+
+def test_prefix_projection_needs_a_prefix(base):
+    with pytest.raises(ValueError, match="prefix_projection needs prefix_tokens"):
+        AdaptedGPT(base, prefix_projection=8)
+    with pytest.raises(ValueError, match="prefix_projection"):
+        AdaptedGPT(base, prefix_tokens=2, prefix_projection=-1)
+
+
+def test_copy_task_answers_the_word_itself():
+    assert example_text("stone", task="copy") == "stone:stone;"
+    rev, cop = reverse_examples(4, seed=5), reverse_examples(4, seed=5, task="copy")
+    assert torch.equal(rev[:, :6], cop[:, :6])  # the same words
+    assert torch.equal(cop[:, 6:11], cop[:, :5]) and torch.equal(rev[:, 6:11], rev[:, :5].flip(1))
+    with pytest.raises(ValueError, match="task must be one of"):
+        reverse_examples(2, seed=0, task="sort")
+
+
 def test_prefix_changes_what_every_layer_sees_and_prompt_only_the_input(base):
     # a prompt enters once, at the bottom; a prefix is read by every layer's attention
     ours = AdaptedGPT(base, prefix_tokens=2)
@@ -334,15 +373,81 @@ def test_adapters_of_another_shape_are_refused(base):
 
 # --------------------------------------------------------------------------- the checkers
 def test_checkers_accept_solutions_and_name_mistakes():
-    assert check.lora_linear(lambda x, W, A, B, a: ref.lora_linear(x, W, A, B, a))
-    assert "inverted" in str(
-        check.lora_linear(lambda x, W, A, B, a: x @ W.T + A.shape[0] / a * (x @ A.T) @ B.T)
+    from course_lib.peft.counting import qlora_budget
+    from course_lib.peft.spectrum import top_r_energy
+
+    assert check.prefix_attention(ref.prefix_attention)
+    assert check.prefix_attention(lambda *a: fast.prefix_attention(*map(torch.tensor, a)))
+
+    def causal_over_the_prefix(q, k, v, pk, pv):
+        T, P = q.shape[-2], pk.shape[-2]
+        k = np.concatenate([np.broadcast_to(pk, (*q.shape[:-2], P, q.shape[-1])), k], -2)
+        v = np.concatenate([np.broadcast_to(pv, (*q.shape[:-2], P, q.shape[-1])), v], -2)
+        s = q @ np.swapaxes(k, -1, -2) / np.sqrt(q.shape[-1])
+        s = np.where(np.tril(np.ones((T, P + T), bool)), s, -np.inf)
+        w = np.exp(s - s.max(-1, keepdims=True))
+        return w / w.sum(-1, keepdims=True) @ v
+
+    assert "covers the prefix too" in str(check.prefix_attention(causal_over_the_prefix))
+
+    def budget(n, d, f, L, r):
+        b = qlora_budget(n, d, f, L, r)
+        return (b["frozen"] + b["adapters"]) / 1e9
+
+    assert check.qlora_gb(budget)
+    assert "not 4" in str(
+        check.qlora_gb(lambda *a: budget(*a) - 12 * qlora_budget(*a)["trained"] / 1e9)
     )
-    assert check.merge(ref.lora_weight)
-    assert "scaled by alpha, not" in str(check.merge(lambda W, A, B, a: W + a * B @ A))
-    assert check.unmerge(lambda Wm, A, B, a: Wm - a / A.shape[0] * B @ A)
-    assert check.count_lora(lambda d, k, r, n: n * r * (d + k))
-    assert "size of the full update" in str(check.count_lora(lambda d, k, r, n: n * d * k))
+    assert check.top_r_energy(top_r_energy)
+    assert "square the singular values" in str(
+        check.top_r_energy(lambda D, r: (s := np.linalg.svd(D)[1])[:r].sum() / s.sum())
+    )
+
+
+def test_prefix_attention_by_hand():
+    """One token, one prefix position, d_head = 1: weights softmax([pk q, k q]) by hand."""
+    q, k, v = np.array([[2.0]]), np.array([[0.5]]), np.array([[3.0]])
+    pk, pv = np.array([[1.0]]), np.array([[-1.0]])
+    w = np.exp([2.0, 1.0]) / np.exp([2.0, 1.0]).sum()  # scores q pk = 2, q k = 1
+    np.testing.assert_allclose(ref.prefix_attention(q, k, v, pk, pv), [[w @ [-1.0, 3.0]]])
+    # the mask: the first token sees the whole prefix but not the second token
+    q2, k2 = np.zeros((2, 1)), np.zeros((2, 1))
+    v2 = np.array([[10.0], [20.0]])
+    out = ref.prefix_attention(q2, k2, v2, np.zeros((3, 1)), np.zeros((3, 1)))
+    np.testing.assert_allclose(out, [[10.0 / 4], [30.0 / 5]])  # averages of 4 and 5 values
+    with pytest.raises(ValueError, match="pk and pv"):
+        ref.prefix_attention(q2, k2, v2, np.zeros((3, 1)), np.zeros((2, 1)))
+    with pytest.raises(ValueError, match="k and v"):
+        fast.prefix_attention(torch.zeros(2, 1), torch.zeros(3, 1), torch.zeros(2, 1),
+                              torch.zeros(1, 1), torch.zeros(1, 1))  # fmt: skip
+
+
+def test_prefix_attention_twins_agree_on_a_models_prefix(base):
+    """The PyTorch function the model calls equals the NumPy reference on a trained-size prefix."""
+    m = AdaptedGPT(base, prefix_tokens=3, seed=2)
+    x = torch.randn(2, 2, 5, 8, generator=torch.Generator().manual_seed(0))  # (B, h, T, dk)
+    pk, pv = m.prefix[0, 0].detach(), m.prefix[0, 1].detach()  # (h, P, dk)
+    got = fast.prefix_attention(x, x, x, pk, pv)
+    want = ref.prefix_attention(x.numpy(), x.numpy(), x.numpy(), pk.numpy(), pv.numpy())
+    np.testing.assert_allclose(got.numpy(), want, rtol=1e-5, atol=1e-6)
+
+
+def test_qlora_budget_and_top_r_energy_by_hand():
+    from course_lib.peft.counting import qlora_budget
+    from course_lib.peft.spectrum import top_r_energy
+
+    b = qlora_budget(1000, d=4, d_ff=8, n_layers=2, rank=1)
+    assert b["trained"] == 2 * 1 * (4 * 8 + 3 * 12) == 136
+    assert b["adapters"] == 16 * 136
+    assert b["frozen"] == pytest.approx(1000 * 4.127 / 8, rel=1e-3)
+    with pytest.raises(ValueError, match="rank"):
+        qlora_budget(1000, d=4, d_ff=8, n_layers=2, rank=5)
+    assert top_r_energy(np.diag([1.0, 2.0, 2.0]), 2) == pytest.approx(8 / 9)
+    assert top_r_energy(np.outer([1.0, 2.0], [3.0, 1.0, 1.0]), 1) == pytest.approx(1.0)
+    with pytest.raises(ValueError, match="r must be"):
+        top_r_energy(np.eye(3), 4)
+    with pytest.raises(ValueError, match="zero"):
+        top_r_energy(np.zeros((2, 2)), 1)
 
 
 # --------------------------------------------------------------------------- chapter 8's GPT
@@ -489,3 +594,57 @@ def test_shipped_comparison_has_every_method_and_tells_the_story():
     assert runs["frozen"]["accuracy"] < 0.01
     assert runs["full"]["accuracy"] > 0.9 and runs["lora r=8"]["accuracy"] > 0.9
     assert 6 < runs["lora r=4"]["frozen_bytes"] / runs["qlora r=4"]["frozen_bytes"] < 7
+
+
+# --------------------------------------------------------------------------- the sweeps
+def test_sweep_runs_and_summaries_on_a_tiny_setting(tmp_path):
+    from course_lib.peft.sweep import best_lr, load_sweep, main, run_one, runs_of, summary
+
+    rank_runs = runs_of("rank")
+    assert {r["kw"]["alpha"] for r in rank_runs[:8]} == {8.0}
+    assert [r["seed"] for r in rank_runs[:8]] == [0] * 4 + [1] * 4
+    prompt_runs = runs_of("prompt", steps=7, copy_steps=3)
+    assert {r["lr"] for r in prompt_runs} == {5e-5, 3e-3, 0.3}
+    assert {(r["task"], r["steps"]) for r in prompt_runs} == {("reverse", 7), ("copy", 3)}
+    with pytest.raises(ValueError, match="group must be one of"):
+        runs_of("lora")
+    base_model = load_base()[0]
+    spec = {**prompt_runs[-1], "steps": 2}  # prefix mlp, copy task, lr 0.3
+    rec = run_one(spec, base_model, eval_every=1, eval_examples=8)
+    assert rec["curve"]["steps"] == [0, 1, 2] and rec["task"] == "copy"
+    assert rec["trainable"] == AdaptedGPT(base_model, **spec["kw"]).trainable_parameters()
+    runs = [{**rec, "lr": lr, "curve": {**rec["curve"], "loss": [None, 2.0, x, x]}}
+            for lr, x in ((0.1, 1.0), (0.2, 0.5))]  # fmt: skip
+    assert best_lr(runs, "prefix mlp", "copy") == 0.2
+    (row,) = summary([runs[0], {**runs[0], "seed": 1, "accuracy": 1.0}], keys=("name",))
+    assert row["seeds"] == [0, 1] and row["accuracy"][0] == pytest.approx((rec["accuracy"] + 1) / 2)
+    threads = torch.get_num_threads()
+    out = tmp_path / "sweep.json"
+    try:
+        assert main(["rank", str(out), "--steps", "1", "--copy-steps", "1"]) == 0
+    finally:
+        torch.set_num_threads(threads)
+    done = load_sweep("rank", out)
+    assert done["complete"] and len(done["runs"]) == len(rank_runs)
+    assert done["command"] == f"python -m course_lib.peft.sweep rank {out} --steps 1 --copy-steps 1"
+
+
+@pytest.mark.parametrize("group", ["rank", "prompt"])
+def test_shipped_sweeps_have_their_command_budgets_and_seeds(group):
+    from course_lib.peft.sweep import load_sweep, runs_of
+
+    rec = load_sweep(group)
+    assert rec["command"].startswith(f"python -m course_lib.peft.sweep {group} data/peft/")
+    assert rec["complete"], "the shipped sweep finished"
+    planned = {(r["name"], r["task"], r["lr"], r["seed"], r["steps"]) for r in runs_of(group)}
+    if group == "prompt":  # shipped with --copy-steps 300 --repeat-on reverse
+        planned = {(n, t, lr, s, 300 if t == "copy" else n_) for n, t, lr, s, n_ in planned}
+    done = {(r["name"], r["task"], r["lr"], r["seed"], r["steps"]) for r in rec["runs"]}
+    assert planned <= done
+    for run in rec["runs"]:
+        assert run["curve"]["steps"][-1] == run["steps"]
+        assert run["curve"]["accuracy"][-1] == run["accuracy"]
+        assert 0 <= run["accuracy"] <= 1
+    if group == "prompt":
+        repeated = [r for r in rec["runs"] if r["seed"] == 1]
+        assert {r["name"] for r in repeated} == {"prompt", "prefix", "prefix mlp"}

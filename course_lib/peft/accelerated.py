@@ -15,7 +15,7 @@ import torch.nn.functional as F
 from course_lib.checks import as_tensor, check_real, fmt_shape, same_device_and_dtype
 from course_lib.peft.reference import check_lora_shapes
 
-__all__ = ["lora_linear", "lora_weight"]
+__all__ = ["lora_linear", "lora_weight", "prefix_attention"]
 
 
 def _checked(W: Any, A: Any, B: Any, alpha: Any) -> tuple[torch.Tensor, ...]:
@@ -73,3 +73,45 @@ def lora_core(
     """:func:`lora_linear` on checked inputs (what the modules call on every step)."""
     h = F.linear(x, W, b)  # (..., d): the frozen path
     return h + scale * F.linear(F.linear(x, A), B)  # (..., r) then (..., d)
+
+
+def prefix_attention(q: Any, k: Any, v: Any, pk: Any, pv: Any) -> torch.Tensor:
+    """Causal attention with trained prefix keys and values in front; (..., T, d_head).
+
+    The twin of :func:`course_lib.peft.reference.prefix_attention` (``pk``, ``pv`` (..., P, d_head)
+    broadcast over the leading dimensions), computed by ``scaled_dot_product_attention`` with the
+    mask that lets every token see the whole prefix; :class:`~course_lib.peft.model.AdaptedGPT`
+    calls it in every layer.
+
+    >>> q = k = v = torch.zeros(2, 3)
+    >>> prefix_attention(q, k, v, torch.zeros(1, 3), torch.ones(1, 3))
+    tensor([[0.5000, 0.5000, 0.5000],
+            [0.3333, 0.3333, 0.3333]])
+    """
+    q, k, v = (as_tensor(a, n, min_ndim=2) for a, n in ((q, "q"), (k, "k"), (v, "v")))
+    pk, pv = (as_tensor(p, n, min_ndim=2, allow_empty=True) for p, n in ((pk, "pk"), (pv, "pv")))
+    same_device_and_dtype(q=q, k=k, v=v, pk=pk, pv=pv)
+    T, dk = q.shape[-2:]
+    if k.shape[-2:] != (T, dk) or v.shape[-2:] != (T, dk):
+        raise ValueError(
+            f"k and v must end in (T, d_head) = ({T}, {dk}) like q, got {fmt_shape(k.shape)} "
+            f"and {fmt_shape(v.shape)}"
+        )
+    if pk.shape[-1] != dk or pk.shape != pv.shape:
+        raise ValueError(
+            f"pk and pv must have the same shape (..., P, {dk}), got {fmt_shape(pk.shape)} and "
+            f"{fmt_shape(pv.shape)}"
+        )
+    return prefix_attention_core(q, k, v, pk, pv)
+
+
+def prefix_attention_core(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, pk: torch.Tensor, pv: torch.Tensor
+) -> torch.Tensor:
+    """:func:`prefix_attention` on checked inputs (what the model calls in every layer)."""
+    T, P = q.shape[-2], pk.shape[-2]
+    lead = torch.broadcast_shapes(q.shape[:-2], pk.shape[:-2])
+    k = torch.cat([pk.expand(*lead, -1, -1), k.expand(*lead, -1, -1)], dim=-2)  # (..., P + T, dk)
+    v = torch.cat([pv.expand(*lead, -1, -1), v.expand(*lead, -1, -1)], dim=-2)  # (..., P + T, dk)
+    sees = torch.ones(T, P + T, dtype=torch.bool, device=q.device).tril(diagonal=P)
+    return F.scaled_dot_product_attention(q.expand(*lead, -1, -1), k, v, attn_mask=sees)

@@ -25,9 +25,45 @@ from course_lib.peft.layer import check_rank
 from course_lib.peft.model import target_shape
 from course_lib.peft.qlora import bits_per_parameter
 
-__all__ = ["METHODS", "measured_memory", "memory_bytes", "trainable_parameters"]
+__all__ = [
+    "METHODS",
+    "NF4_DQ_BITS",
+    "measured_memory",
+    "memory_bytes",
+    "qlora_budget",
+    "trainable_parameters",
+]
 
 METHODS = ("full", "lora", "qlora", "prompt", "prefix", "frozen")
+#: Bits per weight of NF4 with double quantisation: 4 + 8/64 + 32/(64 * 256), about 4.127.
+NF4_DQ_BITS = 4 + 8 / 64 + 32 / (64 * 256)
+
+
+def qlora_budget(n_params: int, d: int, d_ff: int, n_layers: int, rank: int) -> dict[str, float]:
+    """Bytes to fine-tune a LLaMA-style model with QLoRA, activations not counted.
+
+    The frozen weights in NF4 with double quantisation (:data:`NF4_DQ_BITS` per weight, every
+    weight counted, as if embeddings were quantised too); LoRA of rank ``rank`` on all seven
+    matrices of every block (queries, keys, values, output: ``d x d``; gate and up:
+    ``d_ff x d``; down: ``d x d_ff``), ``r (d_out + d_in)`` numbers each, every one with a
+    float32 weight, gradient and two Adam moments (16 bytes).
+
+    >>> b = qlora_budget(6_738_415_616, 4096, 11008, 32, 64)  # LLaMA-7B, r = 64
+    >>> round(b["frozen"] / 1e9, 2), b["trained"], round(b["adapters"] / 1e9, 2)
+    (3.48, 159907840, 2.56)
+    """
+    n_params = check_int(n_params, "n_params", low=1)
+    d, d_ff = check_int(d, "d", low=1), check_int(d_ff, "d_ff", low=1)
+    n_layers = check_int(n_layers, "n_layers", low=1)
+    rank = check_int(rank, "rank", low=1)
+    if rank > d:
+        raise ValueError(f"rank must be at most d = {d}, got {rank}")
+    n_lora = n_layers * rank * (4 * (d + d) + 3 * (d + d_ff))
+    return {
+        "frozen": n_params * NF4_DQ_BITS / 8,
+        "trained": n_lora,
+        "adapters": 16.0 * n_lora,
+    }
 
 
 def trainable_parameters(

@@ -1,8 +1,9 @@
 """Exercise checkers of Chapter 13: ``from course_lib.peft import exercises as check``.
 
-Each checker runs the learner's function on named cases (:func:`course_lib.checker.check_cases`)
-and says in plain words what is wrong, naming known mistakes (:func:`course_lib.checker.first_mistake`).
-Every case has ``alpha != r``: a missing or inverted scale shows.
+Each checker runs the learner's function on inputs it draws itself (:func:`course_lib.checker.
+check_cases`), compares with the library (:mod:`course_lib.peft.reference`,
+:mod:`course_lib.peft.counting`, :mod:`course_lib.peft.spectrum`) and names known mistakes
+(:func:`course_lib.checker.first_mistake`, :func:`course_lib.checker.diagnose_number`).
 """
 
 from __future__ import annotations
@@ -21,134 +22,194 @@ from course_lib.checker import (
     seeded,
 )
 from course_lib.peft import reference as ref
+from course_lib.peft.counting import NF4_DQ_BITS, qlora_budget  # noqa: F401 (doctest)
+from course_lib.peft.spectrum import top_r_energy as _energy
 
-__all__ = ["count_lora", "lora_linear", "merge", "unmerge"]
+__all__ = ["prefix_attention", "qlora_gb", "top_r_energy"]
 
 #: Seed of this chapter's checker inputs.
 SEED = 13
 
 
-def _factors(rng: np.random.Generator, d: int, k: int, r: int) -> tuple[np.ndarray, ...]:
-    return rng.standard_normal((d, k)), rng.standard_normal((r, k)), rng.standard_normal((d, r))
+def _attend(q, k, v, pk, pv, *, order="prefix first", offset=None, scale=True, causal=True):
+    """Prefix attention with one thing changed (to make the named wrong answers)."""
+    lead = q.shape[:-2]
+    T, dk = q.shape[-2:]
+    P = pk.shape[-2]
+    pk, pv = np.broadcast_to(pk, (*lead, P, dk)), np.broadcast_to(pv, (*lead, P, dk))
+    if order == "prefix first":
+        keys, vals = np.concatenate([pk, k], -2), np.concatenate([pv, v], -2)
+        sees = np.tril(np.ones((T, P + T), bool), k=P if offset is None else offset)
+    else:  # the prefix after the tokens, the mask as if it came first
+        keys, vals = np.concatenate([k, pk], -2), np.concatenate([v, pv], -2)
+        sees = np.tril(np.ones((T, P + T), bool), k=P)
+    if not causal:
+        sees = np.ones_like(sees)
+    s = q @ np.swapaxes(keys, -1, -2) / (np.sqrt(dk) if scale else 1.0)
+    s = np.where(sees, s, -np.inf)
+    w = np.exp(s - s.max(-1, keepdims=True))
+    return (w / w.sum(-1, keepdims=True)) @ vals
 
 
-def _scale_mistakes(compute: Callable[[float], np.ndarray], alpha: float, r: int) -> list:
-    """Wrong answers made with another scale than alpha / r, most telling first."""
-    wrong = [
-        (1.0, "the update is not scaled: multiply B A (or (x A^T) B^T) by alpha / r"),
-        (float(alpha), "the update is scaled by alpha, not alpha / r"),
-        (r / alpha, "the scale is inverted: it is alpha / r, not r / alpha"),
-        (0.0, "the LoRA update is missing: you return the frozen layer only"),
-    ]
-    return [(compute(s), hint) for s, hint in wrong if not np.isclose(s, alpha / r)]
+def prefix_attention(fn: Callable, *, require: bool = False) -> Outcome:
+    """``fn(q, k, v, pk, pv)``: causal attention of the tokens with a trained prefix in front.
 
+    ``q``, ``k``, ``v`` are (B, h, T, d_head), ``pk``, ``pv`` (h, P, d_head); the answer is
+    (B, h, T, d_head), as :func:`course_lib.peft.reference.prefix_attention`.
 
-def _compare(got: Any, expected: tuple[np.ndarray, list]) -> str | None:
-    """A named mistake if ``got`` equals one, else what differs from the right answer."""
-    want, wrong = expected
-    return first_mistake(got, wrong) or diagnose(got, want)
-
-
-def lora_linear(fn: Callable, *, require: bool = False) -> Outcome:
-    """``fn(x, W, A, B, alpha)`` returns ``x W^T + (alpha / r) (x A^T) B^T``.
-
-    >>> lora_linear(lambda x, W, A, B, a: ref.lora_linear(x, W, A, B, a)).passed
+    >>> prefix_attention(ref.prefix_attention).passed
     True
-    >>> print(lora_linear(lambda x, W, A, B, a: x @ W.T + (x @ A.T) @ B.T))
-    ❌ Not yet: a LoRA linear layer
-       - on 3 inputs, W (5, 4), r = 2, alpha = 6: the update is not scaled: multiply B A (or (x A^T) B^T) by alpha / r
+    >>> print(prefix_attention(lambda q, k, v, pk, pv: _attend(q, k, v, pk, pv, offset=0)))
+    ❌ Not yet: attention with a trained prefix
+       - on B = 2, h = 2, T = 5 tokens, P = 3 prefix positions, d_head = 4: token i sees only the first i + 1 of the P + T keys: the causal mask covers the prefix too; shift it by P (tril with diagonal P) so that every token sees the whole prefix
     """
     rng = seeded(SEED)
     cases = []
-    for n, d, k, r, alpha in [(3, 5, 4, 2, 6.0), (1, 2, 3, 1, 0.5), (6, 8, 8, 4, 16.0)]:
-        x = rng.standard_normal((n, k))
-        W, A, B = _factors(rng, d, k, r)
-        want = ref.lora_linear(x, W, A, B, alpha)
-        wrong = _scale_mistakes(lambda s: x @ W.T + s * (x @ A.T) @ B.T, alpha, r)  # noqa: B023
-        cases.append(
+    for B, h, T, P, dk in [(2, 2, 5, 3, 4), (1, 3, 4, 1, 2), (3, 1, 6, 4, 8)]:
+        q, k, v = (rng.standard_normal((B, h, T, dk)) for _ in range(3))
+        pk, pv = rng.standard_normal((h, P, dk)), rng.standard_normal((h, P, dk))
+        args = (q, k, v, pk, pv)
+        wrong = [
             (
-                f"{n} inputs, W ({d}, {k}), r = {r}, alpha = {alpha:g}",
-                (x, W, A, B, alpha),
-                (want, wrong),
-            )
-        )
+                _attend(*args, offset=0),
+                "token i sees only the first i + 1 of the P + T keys: the causal mask covers the "
+                "prefix too; shift it by P (tril with diagonal P) so that every token sees the "
+                "whole prefix",
+            ),
+            (
+                _attend(*args, offset=P - 1),
+                "a token does not see itself: the mask stops one column short (tril with "
+                "diagonal P - 1 instead of P)",
+            ),
+            (
+                _attend(*args, order="tokens first"),
+                "the prefix is placed after the tokens: prepend it (concatenate [pk, k] and "
+                "[pv, v]), so that the mask's first P columns are the prefix",
+            ),
+            (_attend(*args, scale=False), "the scores are not divided by sqrt(d_head)"),
+            (
+                _attend(*args, causal=False),
+                "no causal mask: a token sees the tokens after it",
+            ),
+            (
+                _attend(q, k, v, pk[:, :0], pv[:, :0]),
+                "the prefix is ignored: this is plain causal attention over the tokens",
+            ),
+        ]
+        what = f"B = {B}, h = {h}, T = {T} tokens, P = {P} prefix positions, d_head = {dk}"
+        cases.append((what, args, (ref.prefix_attention(*args), wrong)))
 
-    return check_cases("a LoRA linear layer", fn, cases, compare=_compare, require=require)
+    def compare(got: Any, expected: tuple[np.ndarray, list]) -> str | None:
+        want, wrong = expected
+        return first_mistake(got, wrong) or diagnose(got, want)
+
+    return check_cases(
+        "attention with a trained prefix", fn, cases, compare=compare, require=require
+    )
 
 
-def merge(fn: Callable, *, require: bool = False) -> Outcome:
-    """``fn(W, A, B, alpha)`` returns the merged weight ``W + (alpha / r) B A``.
+#: LLaMA-7B and LLaMA-65B: parameters, width, feed-forward width, layers.
+LLAMA = {
+    "LLaMA-7B": (6_738_415_616, 4096, 11008, 32),
+    "LLaMA-65B": (65_285_660_672, 8192, 22016, 80),
+}
 
-    >>> merge(ref.lora_weight).passed
+
+def qlora_gb(fn: Callable, *, require: bool = False) -> Outcome:
+    """``fn(n_params, d, d_ff, n_layers, r)``: QLoRA's memory in GB (1e9 bytes), no activations.
+
+    Frozen weights in NF4 with double quantisation; LoRA of rank r on the seven matrices of every
+    LLaMA block, 16 bytes per trained number (:func:`course_lib.peft.counting.qlora_budget`).
+
+    >>> qlora_gb(lambda n, d, f, L, r: sum(v for k, v in qlora_budget(n, d, f, L, r).items()
+    ...                                    if k != "trained") / 1e9).passed
     True
-    >>> print(merge(lambda W, A, B, alpha: W + B @ A))
-    ❌ Not yet: merging a LoRA update into W
-       - on W (5, 4), r = 2, alpha = 6: the update is not scaled: multiply B A (or (x A^T) B^T) by alpha / r
+    >>> print(qlora_gb(lambda n, d, f, L, r: n * 4 / 8 / 1e9 + 16 * L * r * (11 * d + 3 * f) / 1e9))
+    ❌ Not yet: QLoRA's memory budget
+       - on LLaMA-7B, r = 64: you return 5.92773, the right value is 6.03467: 4 bits per weight leaves out the block scales: NF4 with double quantisation costs 4 + 8/64 + 32/(64 * 256) bits
+    """
+    cases = []
+    for name, (n, d, f, L) in LLAMA.items():
+        for r in (64, 8):
+            lora = L * r * (8 * d + 3 * (d + f))
+            right = (n * NF4_DQ_BITS / 8 + 16 * lora) / 1e9
+            adapters = 16 * lora / 1e9
+            frozen = n * NF4_DQ_BITS / 8 / 1e9
+            wrong = {
+                "4 bits per weight leaves out the block scales: NF4 with double quantisation "
+                "costs 4 + 8/64 + 32/(64 * 256) bits": n * 4 / 8 / 1e9 + adapters,
+                "4.5 bits per weight is NF4 with float32 scales: double quantisation stores "
+                "them in 8 bits (4 + 8/64 + 32/(64 * 256) bits)": n * 4.5 / 8 / 1e9 + adapters,
+                "the frozen weights are counted in 16 bits: QLoRA stores them in NF4": n * 2 / 1e9
+                + adapters,
+                "a trained number costs 16 bytes with Adam (weight, gradient, two moments), "
+                "not 4": frozen + 4 * lora / 1e9,
+                "a trained number costs 16 bytes with Adam, not 2": frozen + 2 * lora / 1e9,
+                "LoRA is on all seven matrices of a block: the gate, up and down projections "
+                "of the feed-forward too": frozen + 16 * L * r * 8 * d / 1e9,
+                "a LLaMA block has three feed-forward matrices (gate, up, down), not two": frozen
+                + 16 * L * r * (8 * d + 2 * (d + f)) / 1e9,
+                "every layer has its own adapters: multiply by n_layers": frozen
+                + 16 * lora / L / 1e9,
+                "that is in bits or GiB, not GB (1e9 bytes)": right * 1e9 / 2**30,
+            }
+            cases.append((f"{name}, r = {r}", (n, d, f, L, r), (right, wrong)))
+    return check_cases(
+        "QLoRA's memory budget",
+        fn,
+        cases,
+        compare=lambda got, e: diagnose_number_close(got, e[0], e[1]),
+        require=require,
+    )
+
+
+def diagnose_number_close(got: Any, want: float, mistakes: dict[str, float]) -> str | None:
+    """:func:`diagnose_number` with a relative tolerance of 1e-4 (GB from rounded inputs)."""
+    try:
+        value = float(got)
+    except (TypeError, ValueError):
+        return diagnose_number(got, want)
+    if np.isclose(value, want, rtol=1e-4):
+        return None
+    for hint, wrong in mistakes.items():
+        if np.isclose(value, wrong, rtol=1e-4):
+            return f"you return {value:.6g}, the right value is {want:.6g}: {hint}"
+    return f"you return {value:.6g}, the right value is {want:.6g}"
+
+
+def top_r_energy(fn: Callable, *, require: bool = False) -> Outcome:
+    """``fn(delta, r)``: the share of ``||delta||_F^2`` in the r largest singular directions.
+
+    >>> top_r_energy(_energy).passed
+    True
+    >>> print(top_r_energy(lambda D, r: np.linalg.svd(D)[1][:r].sum() / np.linalg.svd(D)[1].sum()))
+    ❌ Not yet: the energy of the top r singular directions
+       - on a (12, 8) matrix of rank 2 plus noise, r = 2: you return 0.823207, the right value is 0.985702: square the singular values: ||delta||_F^2 is the sum of their squares
     """
     rng = seeded(SEED + 1)
     cases = []
-    for d, k, r, alpha in [(5, 4, 2, 6.0), (3, 7, 1, 0.5), (8, 8, 8, 32.0)]:
-        W, A, B = _factors(rng, d, k, r)
-        want = ref.lora_weight(W, A, B, alpha)
-        wrong = _scale_mistakes(lambda s: W + s * B @ A, alpha, r)  # noqa: B023
-        cases.append((f"W ({d}, {k}), r = {r}, alpha = {alpha:g}", (W, A, B, alpha), (want, wrong)))
-
-    return check_cases("merging a LoRA update into W", fn, cases, compare=_compare, require=require)
-
-
-def unmerge(fn: Callable, *, require: bool = False) -> Outcome:
-    """``fn(W_merged, A, B, alpha)`` returns the frozen weight the update was merged into.
-
-    >>> unmerge(lambda Wm, A, B, alpha: Wm - (alpha / A.shape[0]) * B @ A).passed
-    True
-    >>> print(unmerge(lambda Wm, A, B, alpha: Wm + (alpha / A.shape[0]) * B @ A))
-    ❌ Not yet: unmerging a LoRA update
-       - on W (5, 4), r = 2, alpha = 6: you added the update a second time: unmerging subtracts (alpha / r) B A
-    """
-    rng = seeded(SEED + 2)
-    cases = []
-    for d, k, r, alpha in [(5, 4, 2, 6.0), (3, 7, 1, 0.5)]:
-        W, A, B = _factors(rng, d, k, r)
-        Wm, s = ref.lora_weight(W, A, B, alpha), alpha / r
-        wrong = [
-            (
-                Wm + s * B @ A,
-                "you added the update a second time: unmerging subtracts (alpha / r) B A",
-            ),
-            (Wm - B @ A, "the update is not scaled: subtract (alpha / r) B A"),
-            (Wm, "you returned the merged weight unchanged"),
-        ]
-        cases.append((f"W ({d}, {k}), r = {r}, alpha = {alpha:g}", (Wm, A, B, alpha), (W, wrong)))
-
-    return check_cases("unmerging a LoRA update", fn, cases, compare=_compare, require=require)
-
-
-def count_lora(fn: Callable, *, require: bool = False) -> Outcome:
-    """``fn(d, k, r, n_layers)``: trainable numbers of LoRA on one (d, k) matrix per layer.
-
-    >>> count_lora(lambda d, k, r, n: n * r * (d + k)).passed
-    True
-    >>> print(count_lora(lambda d, k, r, n: r * (d + k)))
-    ❌ Not yet: counting LoRA's trainable parameters
-       - on GPT-2 small's c_attn (2304 x 768), r = 8, 12 layers: you return 24576, the right value is 294912: count every layer: each has its own A and B
-    """
-    cases = []
-    for what, (d, k, r, n) in [
-        ("GPT-2 small's c_attn (2304 x 768), r = 8, 12 layers", (2304, 768, 8, 12)),
-        ("a (64, 16) matrix, r = 1, 1 layer", (64, 16, 1, 1)),
-        ("a square (4096, 4096) matrix, r = 16, 32 layers", (4096, 4096, 16, 32)),
-    ]:
+    for (d, k), rank, r in [((12, 8), 2, 2), ((6, 10), 3, 1), ((9, 9), 9, 4)]:
+        delta = rng.standard_normal((d, rank)) @ rng.standard_normal((rank, k))
+        delta += 0.3 * rng.standard_normal((d, k))
+        s = np.linalg.svd(delta, compute_uv=False)
         wrong = {
-            "count every layer: each has its own A and B": r * (d + k),
-            "that is the size of the full update B A (d k), not of its factors": n * d * k,
-            "A is (r, k) and B is (d, r): together r (d + k), not r d k": n * r * d * k,
-            "A and B are different shapes: r k + d r, not 2 r d": n * 2 * r * d,
+            "square the singular values: ||delta||_F^2 is the sum of their squares": s[:r].sum()
+            / s.sum(),
+            "that counts r + 1 directions: the top r are s[:r]": (s[: r + 1] ** 2).sum()
+            / (s**2).sum(),
+            "divide by the sum of all squared singular values, not by the largest": (
+                s[:r] ** 2
+            ).sum()
+            / s[0] ** 2,
+            "that is the share of the other directions: take the top r": (s[r:] ** 2).sum()
+            / (s**2).sum(),
         }
-        cases.append((what, (d, k, r, n), (n * r * (d + k), wrong)))
+        what = f"a ({d}, {k}) matrix of rank {rank} plus noise, r = {r}"
+        cases.append((what, (delta, r), (_energy(delta, r), wrong)))
     return check_cases(
-        "counting LoRA's trainable parameters",
+        "the energy of the top r singular directions",
         fn,
         cases,
-        compare=lambda got, e: diagnose_number(got, e[0], e[1]),
+        compare=lambda got, e: diagnose_number_close(got, e[0], e[1]),
         require=require,
     )

@@ -78,6 +78,12 @@ def copy_adapters_from_peft(peft_model: Any, ours: AdaptedGPT) -> AdaptedGPT:
                 f.B.copy_(named[f"{stem}.lora_B.default.weight"])  # (d, r)
         if ours.prompt is not None:
             ours.prompt.copy_(named["prompt_encoder.default.embedding.weight"])  # (n, d)
+        if ours.prefix_mlp is not None:  # peft's prefix_projection: embedding, then the MLP
+            ours.prefix_embedding.copy_(named["prompt_encoder.default.embedding.weight"])
+            for i in (0, 2):
+                for what in ("weight", "bias"):
+                    own = getattr(ours.prefix_mlp[i], what)
+                    own.copy_(named[f"prompt_encoder.default.transform.{i}.{what}"])
         if ours.prefix is not None:
             e = named["prompt_encoder.default.embedding.weight"]  # (n, layers * 2 * d)
             n, h, dk = ours.prefix_tokens, c.block.n_heads, c.block.d_head

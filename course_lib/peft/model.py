@@ -11,7 +11,11 @@ weights, freezes them and adds what the chosen method trains:
 * **QLoRA** (Dettmers et al., 2023): the same, with the frozen matrices stored in NF4 with double
   quantisation (:class:`~course_lib.peft.qlora.NF4Weight`) and multiplied in bfloat16.
 * **Prompt tuning** (Lester et al., 2021): ``n`` trainable input embeddings placed before the tokens.
-* **Prefix tuning** (Li and Liang, 2021): ``n`` trainable keys and values per head in every layer.
+* **Prefix tuning** (Li and Liang, 2021): ``n`` trainable keys and values per head in every layer,
+  trained directly or, with ``prefix_projection=H``, through Li and Liang's reparameterisation:
+  ``n`` trainable vectors of width d, each mapped by an MLP ``Linear(d, H), tanh,
+  Linear(H, layers * 2 * d)`` to its keys and values in every layer (``peft``'s
+  ``prefix_projection=True``).
 * **Full fine-tuning** (``train_base=True``): every copied weight trains.
 
 Weights are stored as the notes write them: ``W`` is (d_out, d_in) and ``h = x W^T + b``.
@@ -30,6 +34,7 @@ from course_lib.block.accelerated import activation as phi
 from course_lib.block.config import DecoderConfig
 from course_lib.checks import check_bool, check_int, check_real, fmt_shape
 from course_lib.models.decoder import DecoderOnlyModel
+from course_lib.peft.accelerated import prefix_attention_core
 from course_lib.peft.layer import check_rank
 
 __all__ = [
@@ -148,6 +153,9 @@ class AdaptedGPT(nn.Module):
         nf4: store the frozen matrices in NF4 with double quantisation (QLoRA).
         prompt_tokens: number of trainable virtual input embeddings (prompt tuning).
         prefix_tokens: number of trainable keys and values per head and layer (prefix tuning).
+        prefix_projection: 0 (train the keys and values directly) or the hidden width H of the
+            MLP that makes them from ``prefix_tokens`` trainable vectors (Li and Liang, 2021,
+            section 4.3); the MLP trains with them, and only its output is needed at inference.
         train_base: train every copied weight too (full fine-tuning).
         seed: seeds the adapters' initialisation.
 
@@ -165,6 +173,7 @@ class AdaptedGPT(nn.Module):
         nf4: bool = False,
         prompt_tokens: int = 0,
         prefix_tokens: int = 0,
+        prefix_projection: int = 0,
         train_base: bool = False,
         seed: int = 0,
     ) -> None:
@@ -189,6 +198,9 @@ class AdaptedGPT(nn.Module):
         self.prefix_tokens = check_int(prefix_tokens, "prefix_tokens", low=0)
         if self.prompt_tokens and self.prefix_tokens:
             raise ValueError("use prompt_tokens or prefix_tokens, not both")
+        self.prefix_projection = check_int(prefix_projection, "prefix_projection", low=0)
+        if self.prefix_projection and not self.prefix_tokens:
+            raise ValueError("prefix_projection needs prefix_tokens > 0 (it makes the prefix)")
         if self.virtual_tokens >= c.context_length:
             raise ValueError(
                 f"{self.virtual_tokens} virtual tokens leave no position for real tokens "
@@ -220,13 +232,40 @@ class AdaptedGPT(nn.Module):
         h, dk = c.block.n_heads, c.block.d_head
         self.prompt = None
         self.prefix = None
+        self.prefix_mlp = None
         if self.prompt_tokens:  # start from the embeddings of random vocabulary tokens
             ids = torch.randint(0, c.vocab_size, (self.prompt_tokens,), generator=gen)
             self.prompt = nn.Parameter(self.frozen["tok_emb"].detach()[ids].clone())  # (n, d)
-        if self.prefix_tokens:  # keys and values per layer, as peft's PrefixTuning (no MLP)
+        if self.prefix_tokens and not self.prefix_projection:  # keys and values per layer
             shape = (c.n_layers, 2, h, self.prefix_tokens, dk)
             self.prefix = nn.Parameter(torch.randn(shape, generator=gen))
+        elif self.prefix_tokens:  # Li and Liang's reparameterisation, as peft's prefix_projection
+            d, H = c.d_model, self.prefix_projection
+            self.prefix_embedding = nn.Parameter(torch.randn(self.prefix_tokens, d, generator=gen))
+            self.prefix_mlp = nn.Sequential(
+                nn.Linear(d, H), nn.Tanh(), nn.Linear(H, c.n_layers * 2 * d)
+            )
+            with torch.no_grad():  # seeded like everything else (nn.Linear's own init, re-drawn)
+                for lin in (self.prefix_mlp[0], self.prefix_mlp[2]):
+                    bound = 1 / math.sqrt(lin.in_features)
+                    lin.weight.uniform_(-bound, bound, generator=gen)
+                    lin.bias.uniform_(-bound, bound, generator=gen)
         self.merged = False
+
+    def prefix_keys_values(self) -> torch.Tensor | None:
+        """The prefix every layer's attention reads: (layers, 2, heads, n, d_head), or None.
+
+        Trained directly, it is the parameter ``prefix``; reparameterised, the MLP's output for the
+        trained vectors, viewed as ``peft`` does (layer-major, then key/value, head, d_head).
+        """
+        if self.prefix is not None:
+            return self.prefix
+        if self.prefix_mlp is None:
+            return None
+        c = self.config
+        n, h, dk = self.prefix_tokens, c.block.n_heads, c.block.d_head
+        kv = self.prefix_mlp(self.prefix_embedding)  # (n, layers * 2 * d)
+        return kv.view(n, c.n_layers, 2, h, dk).permute(1, 2, 3, 0, 4)
 
     # ------------------------------------------------------------------ bookkeeping
     @property
@@ -362,18 +401,16 @@ class AdaptedGPT(nn.Module):
             x = x + fz["pos_emb"][n : n + L]  # a prefix occupies positions 0 .. n-1
         T = x.shape[1]
         h, dk, d = c.block.n_heads, c.block.d_head, c.d_model
-        P = self.prefix_tokens
-        mask = torch.ones(T, P + T, dtype=torch.bool).tril(diagonal=P)  # prefix visible to all
+        mask = torch.ones(T, T, dtype=torch.bool).tril()  # causal (without a prefix)
+        prefix = self.prefix_keys_values()  # (layers, 2, h, P, dk) or None
         for r in range(c.n_layers):
             z = F.layer_norm(x, (d,), fz[f"{r}_ln1_g"], fz[f"{r}_ln1_b"], c.block.eps)
             qkv = self._linear(z, r, "qkv").view(B, T, 3, h, dk)  # (B, T, 3, h, dk)
             q, k, v = qkv.permute(2, 0, 3, 1, 4)  # each (B, h, T, dk)
-            if self.prefix is not None:  # prefix tuning: trained keys and values in front
-                k = torch.cat(
-                    [self.prefix[r, 0].expand(B, -1, -1, -1), k], dim=2
-                )  # (B, h, P+T, dk)
-                v = torch.cat([self.prefix[r, 1].expand(B, -1, -1, -1), v], dim=2)
-            a = F.scaled_dot_product_attention(q, k, v, attn_mask=mask.to(x.device))
+            if prefix is not None:  # prefix tuning: trained keys and values in front of k, v
+                a = prefix_attention_core(q, k, v, prefix[r, 0], prefix[r, 1])  # (B, h, T, dk)
+            else:
+                a = F.scaled_dot_product_attention(q, k, v, attn_mask=mask.to(x.device))
             a = a.transpose(1, 2).reshape(B, T, h * dk)  # (B, T, h*dk)
             x = x + self._linear(a, r, "o")
             z = F.layer_norm(x, (d,), fz[f"{r}_ln2_g"], fz[f"{r}_ln2_b"], c.block.eps)
@@ -386,5 +423,6 @@ class AdaptedGPT(nn.Module):
         return (
             f"targets={self.targets}, rank={self.rank}, alpha={self.alpha}, nf4={self.nf4}, "
             f"prompt_tokens={self.prompt_tokens}, prefix_tokens={self.prefix_tokens}, "
+            f"prefix_projection={self.prefix_projection}, "
             f"train_base={self.train_base}, trainable={self.trainable_parameters():,}"
         )

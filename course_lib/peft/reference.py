@@ -18,7 +18,7 @@ import numpy as np
 
 from course_lib.checks import as_array, check_real, fmt_shape
 
-__all__ = ["lora_linear", "lora_weight"]
+__all__ = ["lora_linear", "lora_weight", "prefix_attention"]
 
 
 def check_lora_shapes(W_shape: tuple, A_shape: tuple, B_shape: tuple) -> int:
@@ -103,3 +103,45 @@ def lora_linear(x: Any, W: Any, A: Any, B: Any, alpha: float, b: Any = None) -> 
             raise ValueError(f"b must have shape ({d},), got {fmt_shape(b.shape)}")
         h = h + b
     return h
+
+
+def prefix_attention(q: Any, k: Any, v: Any, pk: Any, pv: Any) -> np.ndarray:
+    """Causal attention of the tokens with a trained prefix in front (Li and Liang, 2021).
+
+    ``q``, ``k``, ``v`` (..., T, d_head) come from the T tokens; ``pk``, ``pv`` (..., P, d_head) are
+    the trained keys and values (broadcast over the leading dimensions). Every token sees all P
+    prefix positions and the tokens up to itself: row i of the mask over the P + T keys is true
+    at columns 0 .. P + i. Returns (..., T, d_head).
+
+    >>> q = k = v = np.zeros((2, 3))  # T = 2 tokens, d_head = 3
+    >>> pk, pv = np.zeros((1, 3)), np.ones((1, 3))  # P = 1 prefix position of value 1
+    >>> prefix_attention(q, k, v, pk, pv)  # equal scores: token 0 averages 2 values, token 1 three
+    array([[0.5       , 0.5       , 0.5       ],
+           [0.33333333, 0.33333333, 0.33333333]])
+    """
+    q, k, v = (as_array(a, n, min_ndim=2) for a, n in ((q, "q"), (k, "k"), (v, "v")))
+    pk, pv = (as_array(p, n, min_ndim=2, allow_empty=True) for p, n in ((pk, "pk"), (pv, "pv")))
+    T, dk = q.shape[-2:]
+    if k.shape[-2:] != (T, dk) or v.shape[-2:] != (T, dk):
+        raise ValueError(
+            f"k and v must end in (T, d_head) = ({T}, {dk}) like q, got {fmt_shape(k.shape)} "
+            f"and {fmt_shape(v.shape)}"
+        )
+    if pk.shape[-1] != dk or pk.shape != pv.shape:
+        raise ValueError(
+            f"pk and pv must have the same shape (..., P, {dk}), got {fmt_shape(pk.shape)} and "
+            f"{fmt_shape(pv.shape)}"
+        )
+    P = pk.shape[-2]
+    lead = np.broadcast_shapes(q.shape[:-2], pk.shape[:-2])
+    keys = np.concatenate(
+        [np.broadcast_to(pk, (*lead, P, dk)), np.broadcast_to(k, (*lead, T, dk))], -2
+    )
+    vals = np.concatenate(
+        [np.broadcast_to(pv, (*lead, P, dk)), np.broadcast_to(v, (*lead, T, dk))], -2
+    )
+    s = q @ np.swapaxes(keys, -1, -2) / np.sqrt(dk)  # (..., T, P + T)
+    sees = np.tril(np.ones((T, P + T), dtype=bool), k=P)  # the prefix and tokens 0 .. i
+    s = np.where(sees, s, -np.inf)
+    w = np.exp(s - s.max(-1, keepdims=True))
+    return (w / w.sum(-1, keepdims=True)) @ vals  # (..., T, d_head)

@@ -40,3 +40,16 @@ SPECS.append(
         tolerance={"bfloat16": (5e-2, 2e-1)},  # sums of up to 6 products, each rounded to bf16
     )
 )
+
+
+@st.composite
+def prefix_inputs(draw: st.DrawFn) -> Case:
+    rng = seeded_rng(draw)
+    T, P, dk = draw(st.integers(1, 6)), draw(st.integers(0, 4)), draw(st.integers(1, 8))
+    lead = draw(batch_shapes)
+    q, k, v = (rng.standard_normal((*lead, T, dk)) for _ in range(3))
+    pk, pv = rng.standard_normal((P, dk)), rng.standard_normal((P, dk))
+    return Case((q, k, v, pk, pv))
+
+
+SPECS.append(Spec("peft", "prefix_attention", prefix_inputs()))

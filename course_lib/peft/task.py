@@ -39,6 +39,7 @@ __all__ = [
     "LETTERS",
     "N_LETTERS",
     "SEP",
+    "TASKS",
     "Curve",
     "accuracy",
     "answer_loss",
@@ -56,6 +57,8 @@ __all__ = [
 LETTERS = "abcdefghijklmnopqrstuvwxyz"
 SEP, END = ":", ";"
 N_LETTERS = 5
+#: The tasks: write the word reversed (the chapter's task) or copied (the control).
+TASKS = ("reverse", "copy")
 #: The seed of the held-out examples :func:`fine_tune` evaluates on (training uses others).
 HELD_OUT_SEED = 2**31 - 1
 
@@ -99,30 +102,41 @@ def random_words(n: int, seed: int, n_letters: int = N_LETTERS) -> list[str]:
     return ["".join(LETTERS[i] for i in row) for row in idx.tolist()]
 
 
-def example_text(word: str) -> str:
-    """The task's text for one word: the word, ``:``, the word reversed, ``;``.
+def _check_task(task: str) -> str:
+    if task not in TASKS:
+        raise ValueError(f"task must be one of {TASKS}, got {task!r}")
+    return task
 
-    >>> example_text("stone")
-    'stone:enots;'
+
+def example_text(word: str, task: str = "reverse") -> str:
+    """The task's text for one word: the word, ``:``, the answer, ``;``.
+
+    The answer is the word reversed (``task="reverse"``) or the word itself (``"copy"``, the
+    control task).
+
+    >>> example_text("stone"), example_text("stone", task="copy")
+    ('stone:enots;', 'stone:stone;')
     """
     if not isinstance(word, str) or not word or any(c not in LETTERS for c in word):
         raise ValueError(f"word must be a non-empty string of lowercase letters a-z, got {word!r}")
-    return f"{word}{SEP}{word[::-1]}{END}"
+    answer = word[::-1] if _check_task(task) == "reverse" else word
+    return f"{word}{SEP}{answer}{END}"
 
 
 def reverse_examples(
-    n: int, seed: int, n_letters: int = N_LETTERS, tok: Any = None
+    n: int, seed: int, n_letters: int = N_LETTERS, tok: Any = None, task: str = "reverse"
 ) -> torch.Tensor:
     """``n`` examples ``w1 .. wn : wn .. w1 ;`` as token ids (n, 2 n_letters + 2).
 
-    ``tok`` is chapter 8's tokenizer by default.
+    ``tok`` is chapter 8's tokenizer by default; ``task="copy"`` makes ``w1 .. wn : w1 .. wn ;``
+    from the same words (the control task).
 
     >>> t = reverse_examples(2, seed=0, n_letters=4)
     >>> t.shape, tokenizer().decode(t[0].tolist())
     (torch.Size([2, 10]), 'qpbq:qbpq;')
     """
     tok = tok or tokenizer()
-    rows = [tok.encode(example_text(w)) for w in random_words(n, seed, n_letters)]
+    rows = [tok.encode(example_text(w, task)) for w in random_words(n, seed, n_letters)]
     return torch.tensor(rows, dtype=torch.long)
 
 
@@ -187,13 +201,16 @@ def fine_tune(
     eval_examples: int = 256,
     callback: Callable[[int], None] | None = None,
     progress: bool = False,
+    task: str = "reverse",
 ) -> Curve:
     """Adam on the trainable parameters of ``model`` for the reversal task; returns the curve.
 
     Step ``s`` trains on ``reverse_examples(batch, seed=1_000_000 * seed + s)``; the accuracy is
     measured on ``eval_examples`` held-out examples (seed :data:`HELD_OUT_SEED`) at step 0, every
-    ``eval_every`` steps and at the end. ``progress`` shows a progress bar.
+    ``eval_every`` steps and at the end. ``progress`` shows a progress bar. ``task="copy"``
+    trains and evaluates on the copy task instead (same words).
     """
+    task = _check_task(task)
     steps = check_int(steps, "steps", low=1)
     batch = check_int(batch, "batch", low=1)
     eval_every = check_int(eval_every, "eval_every", low=1)
@@ -202,7 +219,7 @@ def fine_tune(
     if not params:
         raise ValueError("the model has no trainable parameters")
     opt = torch.optim.Adam(params, lr=lr)
-    held_out = reverse_examples(eval_examples, seed=HELD_OUT_SEED)
+    held_out = reverse_examples(eval_examples, seed=HELD_OUT_SEED, task=task)
     curve = Curve([0], [float("nan")], [accuracy(model, held_out)])
     bar = None
     if progress:
@@ -211,7 +228,8 @@ def fine_tune(
         bar = tqdm(total=steps, desc="fine-tuning", leave=False)
     model.train()
     for step in range(1, steps + 1):
-        loss = answer_loss(model, reverse_examples(batch, seed=1_000_000 * seed + step))
+        x = reverse_examples(batch, seed=1_000_000 * seed + step, task=task)
+        loss = answer_loss(model, x)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
