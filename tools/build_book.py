@@ -361,6 +361,14 @@ def main(argv: list[str] | None = None) -> int:
     if rc != 0:
         print(f"error: the website build failed (exit status {rc}) after {seconds:.0f} s")
         return rc or 1
+    from tools import explorer_pages
+
+    print("== explorers: each chapter's main widget, precomputed (tools/explorer_pages.py)")
+    try:  # replaces each chapter's frozen explorer widget with one that responds, no kernel
+        explorer_pages.print_report(explorer_pages.add_explorers(HTML))
+    except explorer_pages.ExplorerPageError as err:
+        print(f"error: {err}")
+        return 1
     remote = remote_assets()
     for page, tags in remote.items():
         print(f"error: {page} loads from another host: {tags}")
