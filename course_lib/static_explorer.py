@@ -281,7 +281,7 @@ def _json_in_script(obj: Any) -> str:
 
 
 def _control_html(ex: Explorer, c: Control) -> str:
-    cid = f"{ex.key}-{c.name}"
+    cid = f"course-explorer-{ex.key}-{c.name}"
     i = c.default_index
     label = html.escape(c.label)
     if c.kind == "slider":
@@ -327,7 +327,7 @@ def explorer_html(ex: Explorer, data: dict[str, Any] | None = None, *, script: b
         "widget calls. Run the notebook for any other value."
     )
     parts = [
-        f'<div class="course-explorer" id="explorer-{ex.key}" data-explorer="{ex.key}">',
+        f'<div class="course-explorer" id="course-explorer-{ex.key}" data-explorer="{ex.key}">',
         f"<style>{EXPLORER_CSS}</style>",
         f'<p class="course-explorer-title"><strong>{html.escape(ex.title)}</strong></p>',
         f'<div class="course-explorer-controls">{controls}</div>',

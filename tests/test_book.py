@@ -25,6 +25,9 @@ from urllib.parse import urlsplit
 
 import pytest
 import yaml
+from test_explorers import built, drive  # tests/ is on sys.path (pytest's prepend import mode)
+
+from course_lib.static_explorer import CHAPTERS
 
 ROOT = Path(__file__).resolve().parent.parent
 BOOK = ROOT / "book"
@@ -318,8 +321,13 @@ def check_page(visit: PageVisit, page: str, shot: str) -> None:
                 if cell.is_visible()
             ]
             assert not shown, f"{page}: solution code visible before a click: {shown}"
-        if has_widget_state(page):
-            views = pg.locator('script[type="application/vnd.jupyter.widget-view+json"]').count()
+        chapter = page.removeprefix("notebooks/")
+        if chapter in CHAPTERS:  # its main explorer responds: three settings, course_lib's values
+            for s in drive(pg, built(chapter)[1]):
+                assert s["shown_key"] == s["key"] and s["same_html"], f"{page}: {s}"
+                assert s["shown_value"] == s["value"], f"{page}: {s}"
+        views = pg.locator('script[type="application/vnd.jupyter.widget-view+json"]').count()
+        if has_widget_state(page) and views:  # the widgets left frozen (the explorer replaced one)
             # attached, not visible: a finished progress bar (tqdm, leave=False) hides itself
             pg.wait_for_selector(
                 ".cell_output .widget-subarea .jupyter-widgets", state="attached", timeout=30_000
