@@ -261,7 +261,9 @@ def test_explorer_responds_in_a_browser(browser, pages, chapter):
         seen = drive(pg, ex)
         if chapter == "02_softmax":
             ARTIFACTS.mkdir(exist_ok=True)
-            pg.locator(f"#course-explorer-{ex.key}").screenshot(path=str(ARTIFACTS / "explorer.png"))
+            pg.locator(f"#course-explorer-{ex.key}").screenshot(
+                path=str(ARTIFACTS / "explorer.png")
+            )
     finally:
         context.close()
     ARTIFACTS.mkdir(exist_ok=True)
