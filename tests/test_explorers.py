@@ -43,6 +43,12 @@ WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 
 
+SLOW = {"06_positional_encodings", "08_gpt", "11_long_sequences"}  # 10-40 s to precompute
+EACH_CHAPTER = [
+    pytest.param(c, marks=[pytest.mark.slow] if c in SLOW else [], id=c) for c in CHAPTERS
+]
+
+
 @functools.cache
 def built(chapter: str) -> tuple[str, Explorer, dict, str]:
     """(call, explorer, precomputed data, HTML fragment) of a chapter, once per session."""
@@ -70,7 +76,7 @@ def test_every_chapter_has_an_explorer():
     assert list(CHAPTERS) == chapters
 
 
-@pytest.mark.parametrize("chapter", list(CHAPTERS))
+@pytest.mark.parametrize("chapter", EACH_CHAPTER)
 def test_stored_outputs_are_what_course_lib_renders(chapter):
     _, ex, _, fragment = built(chapter)
     payload = decode_payload(fragment)
@@ -101,7 +107,7 @@ def _html_values(state: dict, model_id: str) -> list[str]:
     return out
 
 
-@pytest.mark.parametrize("chapter", list(CHAPTERS))
+@pytest.mark.parametrize("chapter", EACH_CHAPTER)
 def test_the_first_setting_is_what_the_notebook_showed(chapter):
     """The explorer renders the notebook's call: its first output is the stored widget's."""
     call, ex, data, _ = built(chapter)
@@ -242,7 +248,7 @@ def off_site(urls: list[str]) -> list[str]:
 
 
 @pytest.mark.browser
-@pytest.mark.parametrize("chapter", list(CHAPTERS))
+@pytest.mark.parametrize("chapter", EACH_CHAPTER)
 def test_explorer_responds_in_a_browser(browser, pages, chapter):
     folder, base = pages
     _, ex, _, fragment = built(chapter)

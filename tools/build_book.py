@@ -364,8 +364,9 @@ def main(argv: list[str] | None = None) -> int:
     from tools import explorer_pages
 
     print("== explorers: each chapter's main widget, precomputed (tools/explorer_pages.py)")
+    sys.stdout.flush()
     try:  # replaces each chapter's frozen explorer widget with one that responds, no kernel
-        explorer_pages.print_report(explorer_pages.add_explorers(HTML))
+        explorer_pages.print_total(explorer_pages.add_explorers(HTML, verbose=True))
     except explorer_pages.ExplorerPageError as err:
         print(f"error: {err}")
         return 1

@@ -101,8 +101,11 @@ def place(page: str, chapter: str, call: str, key: str, fragment: str) -> str:
     return page[: view.start()] + wrapped + page[view.end() :]
 
 
-def add_explorers(html_dir: Path = HTML, chapters: list[str] | None = None) -> dict[str, dict]:
-    """Place every registered chapter's explorer on its page; returns sizes and timings."""
+def add_explorers(
+    html_dir: Path = HTML, chapters: list[str] | None = None, *, verbose: bool = False
+) -> dict[str, dict]:
+    """Place every registered chapter's explorer on its page; returns sizes and timings
+    (printed as each page is done if ``verbose``)."""
     from course_lib.static_explorer import CHAPTERS, chapter_explorer, explorer_html, precompute
 
     report = {}
@@ -123,17 +126,19 @@ def add_explorers(html_dir: Path = HTML, chapters: list[str] | None = None) -> d
             "bytes": len(fragment.encode("utf-8")),
             "seconds": seconds,
         }
+        if verbose:
+            r = report[chapter]
+            print(
+                f"   explorer {chapter}: {r['settings']} settings, {r['outputs']} distinct "
+                f"outputs, {r['bytes'] / 1024:.0f} KiB, {r['seconds']:.1f} s",
+                flush=True,
+            )
     return report
 
 
-def print_report(report: dict[str, dict]) -> None:
+def print_total(report: dict[str, dict]) -> None:
     total_b = sum(r["bytes"] for r in report.values())
     total_s = sum(r["seconds"] for r in report.values())
-    for chapter, r in report.items():
-        print(
-            f"   explorer {chapter}: {r['settings']} settings, {r['outputs']} distinct outputs, "
-            f"{r['bytes'] / 1024:.0f} KiB, {r['seconds']:.1f} s"
-        )
     print(f"   explorers: {len(report)} pages, {total_b / 1024:.0f} KiB, {total_s:.0f} s")
 
 
@@ -142,7 +147,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("chapters", nargs="*", help="only these chapters (default: all)")
     args = parser.parse_args(argv)
     try:
-        print_report(add_explorers(HTML, args.chapters or None))
+        print_total(add_explorers(HTML, args.chapters or None, verbose=True))
     except ExplorerPageError as err:
         print(f"error: {err}")
         return 1
