@@ -25,6 +25,9 @@ from urllib.parse import urlsplit
 
 import pytest
 import yaml
+from test_explorers import built, drive  # tests/ is on sys.path (pytest's prepend import mode)
+
+from course_lib.static_explorer import CHAPTERS
 
 ROOT = Path(__file__).resolve().parent.parent
 BOOK = ROOT / "book"
@@ -349,8 +352,16 @@ def check_page(visit: PageVisit, page: str, shot: str) -> None:
                 if cell.is_visible()
             ]
             assert not shown, f"{page}: solution code visible before a click: {shown}"
-        if has_widget_state(page):
-            views = pg.locator('script[type="application/vnd.jupyter.widget-view+json"]').count()
+        chapter = page.removeprefix("notebooks/")
+        if chapter in CHAPTERS:  # its main explorer responds: three settings, course_lib's values
+            for s in drive(pg, built(chapter)[1]):
+                assert s["shown_key"] == s["key"] and s["same_text"], f"{page}: {s}"
+                assert s["shown_value"] == s["value"], f"{page}: {s}"
+            explorer = pg.locator(".course-explorer")
+            explorer.scroll_into_view_if_needed()
+            assert explorer.is_visible(), f"{page}: the explorer is not visible once scrolled to"
+        views = pg.locator('script[type="application/vnd.jupyter.widget-view+json"]').count()
+        if has_widget_state(page) and views:  # the widgets left frozen (the explorer replaced one)
             # attached, not visible: a finished progress bar (tqdm, leave=False) hides itself
             pg.wait_for_selector(
                 ".cell_output .widget-subarea .jupyter-widgets", state="attached", timeout=30_000
@@ -361,10 +372,12 @@ def check_page(visit: PageVisit, page: str, shot: str) -> None:
             )
             shown = pg.locator(".cell_output .widget-subarea > .jupyter-widgets")
             visible = [i for i in range(shown.count()) if shown.nth(i).is_visible()]
-            assert visible, f"{page}: no widget is visible"
-            widget = shown.nth(visible[-1])  # the last: an interactive one, not a progress bar
-            widget.scroll_into_view_if_needed()
-            assert widget.is_visible(), f"{page}: the widget is not visible once scrolled to"
+            if chapter not in CHAPTERS:  # else the visible one is the explorer, checked above
+                assert visible, f"{page}: no widget is visible"
+            if visible:
+                widget = shown.nth(visible[-1])  # the last: an interactive one, not a progress bar
+                widget.scroll_into_view_if_needed()
+                assert widget.is_visible(), f"{page}: the widget is not visible once scrolled to"
             assert pg.locator(".widget-error").count() == 0, f"{page}: a widget failed to render"
         pg.wait_for_load_state("networkidle", timeout=30_000)
     finally:

@@ -390,6 +390,15 @@ def main(argv: list[str] | None = None) -> int:
     if rc != 0:
         print(f"error: the website build failed (exit status {rc}) after {seconds:.0f} s")
         return rc or 1
+    from tools import explorer_pages
+
+    print("== explorers: each chapter's main widget, precomputed (tools/explorer_pages.py)")
+    sys.stdout.flush()
+    try:  # replaces each chapter's frozen explorer widget with one that responds, no kernel
+        explorer_pages.print_total(explorer_pages.add_explorers(HTML, verbose=True))
+    except explorer_pages.ExplorerPageError as err:
+        print(f"error: {err}")
+        return 1
     remote = remote_assets()
     for page, tags in remote.items():
         print(f"error: {page} loads from another host: {tags}")
