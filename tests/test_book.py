@@ -3,33 +3,27 @@
     pytest tests/test_book.py -m book       # build checks (no browser)
     pytest tests/test_book.py -m browser    # headless Chromium on every page of the toc
 
-The build runs once per session of this module (``python -m tools.build_book --clean``). The
-browser tests serve ``book/_build`` from 127.0.0.1 and open the site under the sub-path
-``/html/``, so page-relative asset paths are exercised; one chapter is also opened from
-``file://``. Screenshots go to ``tests/artifacts/<page>.png``.
+The build runs once per test run (``python -m tools.build_book --clean``; the ``site`` fixture
+of tests/conftest.py, shared with the slide decks' test). The browser tests serve
+``book/_build`` from 127.0.0.1 and open the site under the sub-path ``/html/``, so
+page-relative asset paths are exercised; one chapter is also opened from ``file://``. Screenshots go to ``tests/artifacts/<page>.png``.
 """
 
 from __future__ import annotations
 
-import fcntl
-import functools
 import json
 import re
-import subprocess
-import sys
-import threading
 from html.parser import HTMLParser
-from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
 import yaml
 
+from tests.browser import Visit
+
 ROOT = Path(__file__).resolve().parent.parent
 BOOK = ROOT / "book"
-BUILD = BOOK / "_build"
-HTML = BUILD / "html"
 ARTIFACTS = Path(__file__).resolve().parent / "artifacts"
 WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
 VENDOR_FILES = (
@@ -41,7 +35,6 @@ VENDOR_FILES = (
     "_vendor/widgets-config.js",
     "_vendor/html-manager/dist/embed-amd.js",
 )
-LOCAL_HOSTS = {"127.0.0.1"}
 
 
 # -- the table of contents -------------------------------------------------------------------
@@ -92,27 +85,7 @@ def has_widget_state(page: str) -> bool:
     return bool(state.get("state"))
 
 
-# -- the build --------------------------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def site() -> Path:
-    """Run the strict offline build once; fail with its log if it fails."""
-    lock_path = BOOK / "_web_assets" / ".build.lock"  # gitignored; --clean leaves it alone
-    lock_path.parent.mkdir(parents=True, exist_ok=True)
-    with open(lock_path, "w") as lock:  # one build at a time (pytest-xdist)
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        proc = subprocess.run(
-            [sys.executable, "-m", "tools.build_book", "--clean"],
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-            timeout=1200,
-        )
-    if proc.returncode != 0:
-        log = (proc.stdout + proc.stderr)[-30000:]
-        pytest.fail(f"the strict website build failed:\n{log}", pytrace=False)
-    return HTML
+# -- the build (the ``site`` fixture is in tests/conftest.py) ---------------------------------
 
 
 class _Resources(HTMLParser):
@@ -217,64 +190,7 @@ def test_solution_code_is_folded(page: str) -> None:
 # -- the browser ------------------------------------------------------------------------------
 
 
-class _QuietHandler(SimpleHTTPRequestHandler):
-    def log_message(self, format: str, *args: object) -> None:  # noqa: A002
-        pass
-
-
-@pytest.fixture(scope="module")
-def server(site: Path):
-    """Serve book/_build on 127.0.0.1 (a free port); the site is under the sub-path /html/."""
-    handler = functools.partial(_QuietHandler, directory=str(BUILD))
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    httpd.daemon_threads = True
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{httpd.server_address[1]}/{HTML.relative_to(BUILD).as_posix()}/"
-    httpd.shutdown()
-    httpd.server_close()
-
-
-class PageVisit:
-    """Open one URL in a fresh context, recording errors and every request it makes."""
-
-    def __init__(self, browser, url: str) -> None:
-        self.context = browser.new_context(viewport={"width": 1280, "height": 900})
-        self.page = self.context.new_page()
-        self.errors: list[str] = []
-        self.requests: list[str] = []
-        self.blocked: list[str] = []
-        self.page.on("console", self._console)
-        self.page.on("pageerror", lambda exc: self.errors.append(f"page error: {exc}"))
-        self.page.on("request", lambda req: self.requests.append(req.url))
-        self.page.route("**/*", self._route)
-        self.response = self.page.goto(url, wait_until="load", timeout=60_000)
-
-    def _console(self, msg) -> None:
-        if msg.type == "error":
-            self.errors.append(f"console error: {msg.text} ({msg.location.get('url')})")
-
-    def _route(self, route) -> None:
-        parts = urlsplit(route.request.url)
-        if parts.scheme in {"file", "data", "blob"} or parts.hostname in LOCAL_HOSTS:
-            route.continue_()
-        else:
-            self.blocked.append(route.request.url)
-            route.abort()
-
-    def remote_requests(self) -> list[str]:
-        return [
-            u
-            for u in self.requests
-            if urlsplit(u).scheme not in {"file", "data", "blob"}
-            and urlsplit(u).hostname not in LOCAL_HOSTS
-        ]
-
-    def close(self) -> None:
-        self.context.close()
-
-
-def check_page(visit: PageVisit, page: str, shot: str) -> None:
+def check_page(visit: Visit, page: str, shot: str) -> None:
     """Math typeset, figures shown, widgets rendered, no errors, nothing fetched off-host."""
     pg = visit.page
     try:
@@ -339,20 +255,15 @@ def check_page(visit: PageVisit, page: str, shot: str) -> None:
     finally:
         ARTIFACTS.mkdir(exist_ok=True)
         pg.screenshot(path=str(ARTIFACTS / f"{shot}.png"), full_page=True)
-    assert not visit.errors, f"{page}: errors in the browser console:\n" + "\n".join(visit.errors)
-    assert not visit.blocked, f"{page}: requests to other hosts (blocked): {visit.blocked}"
-    assert not visit.remote_requests(), f"{page}: requests left 127.0.0.1"
+    visit.check(page)
 
 
 @pytest.mark.browser
 @pytest.mark.parametrize("page", browser_pages(), ids=page_id)
-def test_page_in_browser(browser, server: str, page: str) -> None:
-    visit = PageVisit(browser, server + f"{page}.html")
-    try:
+def test_page_in_browser(browser, site_url: str, page: str) -> None:
+    with Visit(browser, site_url + f"{page}.html") as visit:
         assert visit.response is not None and visit.response.status == 200
         check_page(visit, page, page_id(page))
-    finally:
-        visit.close()
 
 
 @pytest.mark.browser
@@ -362,8 +273,5 @@ def test_chapter_from_file_url(browser, site: Path) -> None:
     if not pages:
         pytest.skip("no chapter in the toc yet")
     page = pages[0]
-    visit = PageVisit(browser, (site / f"{page}.html").as_uri())
-    try:
+    with Visit(browser, (site / f"{page}.html").as_uri()) as visit:
         check_page(visit, page, f"{page_id(page)}-file")
-    finally:
-        visit.close()
