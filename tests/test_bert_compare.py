@@ -112,6 +112,7 @@ def test_encode_pieces_cuts_every_text_to_the_same_tokens():
 
 
 # ------------------------------------------------------------------------------ the comparison
+@pytest.mark.slow
 def test_the_comparison_runs_on_a_tiny_setting():
     recipe = {"n_chars": 20_000, "moby_dick_chars": 20_000, "length": 16, "steps": 3,
               "batch_size": 8, "lr": 2e-3, "seed": 0}  # fmt: skip
