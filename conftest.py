@@ -1,5 +1,7 @@
 """Repository-wide pytest configuration: what is collected, and how."""
 
+import os
+
 import matplotlib
 import pytest
 from hypothesis import settings
@@ -66,6 +68,18 @@ def pytest_collection_modifyitems(config, items):
 
 
 # -- the parallel run (pytest-xdist, --dist loadscope) --------------------------------------
+
+
+def pytest_configure(config):
+    """In a parallel run each worker uses its share of the cores, not all of them: n workers
+    with n threads each on n cores spend their time waiting on one another (OpenMP threads
+    spin). Tests that need more threads set them themselves; OMP_NUM_THREADS, if set, wins."""
+    workers = os.environ.get("PYTEST_XDIST_WORKER_COUNT")
+    if workers and "OMP_NUM_THREADS" not in os.environ:
+        import torch
+
+        torch.set_num_threads(max(1, (os.cpu_count() or 1) // int(workers)))
+
 
 #: The browser tests' modules: one work unit, so that they share one Chromium, one website
 #: build and one JupyterLab server (the session fixtures of tests/conftest.py).
