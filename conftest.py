@@ -60,7 +60,12 @@ def pytest_collection_modifyitems(config, items):
         if item.path.name in PORTABILITY_NOTEBOOKS:
             item.add_marker(pytest.mark.portability)
     if config.getoption("quick"):
-        slow = [i for i in items if any(i.get_closest_marker(m) for m in QUICK_SKIPS_MARKS)]
+        slow = [
+            i
+            for i in items
+            if i.path.suffix == ".ipynb"  # a notebook named on the command line
+            or any(i.get_closest_marker(m) for m in QUICK_SKIPS_MARKS)
+        ]
         if slow:
             config.hook.pytest_deselected(items=slow)
             drop = set(slow)
