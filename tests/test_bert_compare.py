@@ -133,6 +133,7 @@ def test_the_validation_split_shares_no_address_with_training_or_test():
     assert len(fit) + len(val) == 400 and len(test) == 100
 
 
+@pytest.mark.slow
 def test_the_comparison_runs_on_a_tiny_setting(tmp_path):
     res = C.main([str(tmp_path / "c.json"), "--tiny", "--jobs", "2"])
     assert res["command"].endswith("--tiny") and not res["missing_runs"]

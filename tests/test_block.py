@@ -689,6 +689,7 @@ def test_benchmark_quick_run():
     assert "target" in bench.summary(rows)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("norm_position", ["post", "pre", "parallel"])
 def test_decoder_compiles_to_one_graph_without_host_synchronisation(norm_position):
     """Validation at the boundary only: no .item()/bool(tensor) in the model's forward or loss,

@@ -3,36 +3,29 @@
     pytest tests/test_book.py -m book       # build checks (no browser)
     pytest tests/test_book.py -m browser    # headless Chromium on every page of the toc
 
-The build runs once per session of this module (``python -m tools.build_book --clean``). The
-browser tests serve ``book/_build`` from 127.0.0.1 and open the site under the sub-path
-``/html/``, so page-relative asset paths are exercised; one chapter is also opened from
-``file://``. Screenshots go to ``tests/artifacts/<page>.png``.
+The build runs once per test run (``python -m tools.build_book --clean``; the ``site`` fixture
+of tests/conftest.py, shared with the slide decks' test). The browser tests serve
+``book/_build`` from 127.0.0.1 and open the site under the sub-path ``/html/``, so
+page-relative asset paths are exercised; one chapter is also opened from ``file://``. Screenshots go to ``tests/artifacts/<page>.png``.
 """
 
 from __future__ import annotations
 
-import fcntl
-import functools
 import json
 import re
-import subprocess
-import sys
-import threading
 from html.parser import HTMLParser
-from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
 import yaml
-from test_explorers import built, drive  # tests/ is on sys.path (pytest's prepend import mode)
 
 from course_lib.static_explorer import CHAPTERS
+from tests.browser import Visit
+from tests.test_explorers import built, drive
 
 ROOT = Path(__file__).resolve().parent.parent
 BOOK = ROOT / "book"
-BUILD = BOOK / "_build"
-HTML = BUILD / "html"
 ARTIFACTS = Path(__file__).resolve().parent / "artifacts"
 WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
 VENDOR_FILES = (
@@ -44,7 +37,6 @@ VENDOR_FILES = (
     "_vendor/widgets-config.js",
     "_vendor/html-manager/dist/embed-amd.js",
 )
-LOCAL_HOSTS = {"127.0.0.1"}
 
 
 # -- the table of contents -------------------------------------------------------------------
@@ -95,27 +87,7 @@ def has_widget_state(page: str) -> bool:
     return bool(state.get("state"))
 
 
-# -- the build --------------------------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def site() -> Path:
-    """Run the strict offline build once; fail with its log if it fails."""
-    lock_path = BOOK / "_web_assets" / ".build.lock"  # gitignored; --clean leaves it alone
-    lock_path.parent.mkdir(parents=True, exist_ok=True)
-    with open(lock_path, "w") as lock:  # one build at a time (pytest-xdist)
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        proc = subprocess.run(
-            [sys.executable, "-m", "tools.build_book", "--clean"],
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-            timeout=1200,
-        )
-    if proc.returncode != 0:
-        log = (proc.stdout + proc.stderr)[-30000:]
-        pytest.fail(f"the strict website build failed:\n{log}", pytrace=False)
-    return HTML
+# -- the build (the ``site`` fixture is in tests/conftest.py) ---------------------------------
 
 
 class _Resources(HTMLParser):
@@ -251,64 +223,7 @@ def test_solution_code_is_folded(page: str) -> None:
 # -- the browser ------------------------------------------------------------------------------
 
 
-class _QuietHandler(SimpleHTTPRequestHandler):
-    def log_message(self, format: str, *args: object) -> None:  # noqa: A002
-        pass
-
-
-@pytest.fixture(scope="module")
-def server(site: Path):
-    """Serve book/_build on 127.0.0.1 (a free port); the site is under the sub-path /html/."""
-    handler = functools.partial(_QuietHandler, directory=str(BUILD))
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    httpd.daemon_threads = True
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{httpd.server_address[1]}/{HTML.relative_to(BUILD).as_posix()}/"
-    httpd.shutdown()
-    httpd.server_close()
-
-
-class PageVisit:
-    """Open one URL in a fresh context, recording errors and every request it makes."""
-
-    def __init__(self, browser, url: str) -> None:
-        self.context = browser.new_context(viewport={"width": 1280, "height": 900})
-        self.page = self.context.new_page()
-        self.errors: list[str] = []
-        self.requests: list[str] = []
-        self.blocked: list[str] = []
-        self.page.on("console", self._console)
-        self.page.on("pageerror", lambda exc: self.errors.append(f"page error: {exc}"))
-        self.page.on("request", lambda req: self.requests.append(req.url))
-        self.page.route("**/*", self._route)
-        self.response = self.page.goto(url, wait_until="load", timeout=60_000)
-
-    def _console(self, msg) -> None:
-        if msg.type == "error":
-            self.errors.append(f"console error: {msg.text} ({msg.location.get('url')})")
-
-    def _route(self, route) -> None:
-        parts = urlsplit(route.request.url)
-        if parts.scheme in {"file", "data", "blob"} or parts.hostname in LOCAL_HOSTS:
-            route.continue_()
-        else:
-            self.blocked.append(route.request.url)
-            route.abort()
-
-    def remote_requests(self) -> list[str]:
-        return [
-            u
-            for u in self.requests
-            if urlsplit(u).scheme not in {"file", "data", "blob"}
-            and urlsplit(u).hostname not in LOCAL_HOSTS
-        ]
-
-    def close(self) -> None:
-        self.context.close()
-
-
-def check_page(visit: PageVisit, page: str, shot: str) -> None:
+def check_page(visit: Visit, page: str, shot: str) -> None:
     """Math typeset, figures shown, widgets rendered, no errors, nothing fetched off-host."""
     pg = visit.page
     try:
@@ -383,20 +298,15 @@ def check_page(visit: PageVisit, page: str, shot: str) -> None:
     finally:
         ARTIFACTS.mkdir(exist_ok=True)
         pg.screenshot(path=str(ARTIFACTS / f"{shot}.png"), full_page=True)
-    assert not visit.errors, f"{page}: errors in the browser console:\n" + "\n".join(visit.errors)
-    assert not visit.blocked, f"{page}: requests to other hosts (blocked): {visit.blocked}"
-    assert not visit.remote_requests(), f"{page}: requests left 127.0.0.1"
+    visit.check(page)
 
 
 @pytest.mark.browser
 @pytest.mark.parametrize("page", browser_pages(), ids=page_id)
-def test_page_in_browser(browser, server: str, page: str) -> None:
-    visit = PageVisit(browser, server + f"{page}.html")
-    try:
+def test_page_in_browser(browser, site_url: str, page: str) -> None:
+    with Visit(browser, site_url + f"{page}.html") as visit:
         assert visit.response is not None and visit.response.status == 200
         check_page(visit, page, page_id(page))
-    finally:
-        visit.close()
 
 
 @pytest.mark.browser
@@ -406,11 +316,8 @@ def test_chapter_from_file_url(browser, site: Path) -> None:
     if not pages:
         pytest.skip("no chapter in the toc yet")
     page = pages[0]
-    visit = PageVisit(browser, (site / f"{page}.html").as_uri())
-    try:
+    with Visit(browser, (site / f"{page}.html").as_uri()) as visit:
         check_page(visit, page, f"{page_id(page)}-file")
-    finally:
-        visit.close()
 
 
 # -- the whole course as one PDF (tools/pdf.py) ------------------------------------------------
@@ -475,24 +382,16 @@ FAILING = {
 @pytest.fixture(scope="module")
 def axe_js() -> Path:
     """axe-core's script, vendored like the site's assets (pinned, sha512-checked, uncommitted)."""
-    sys.path.insert(0, str(ROOT))
     from tools import build_book
 
     build_book.unpack(build_book.AXE)
     return build_book.AXE.root / build_book.AXE.dest / "axe.min.js"
 
 
-def open_in_theme(browser, url: str, theme: str) -> PageVisit:
+def open_in_theme(browser, url: str, theme: str) -> Visit:
     """Open ``url`` with the reader's stored choice of theme (pydata-sphinx-theme's ``mode``)."""
-    visit = PageVisit.__new__(PageVisit)
-    visit.context = browser.new_context(viewport={"width": 1280, "height": 900})
+    visit = Visit(browser, None)
     visit.context.add_init_script(f"localStorage.setItem('mode', '{theme}');")
-    visit.page = visit.context.new_page()
-    visit.errors, visit.requests, visit.blocked = [], [], []
-    visit.page.on("console", visit._console)
-    visit.page.on("pageerror", lambda exc: visit.errors.append(f"page error: {exc}"))
-    visit.page.on("request", lambda req: visit.requests.append(req.url))
-    visit.page.route("**/*", visit._route)
     visit.response = visit.page.goto(url, wait_until="load", timeout=60_000)
     return visit
 
@@ -540,15 +439,19 @@ FULL_SHOTS = {"notebooks/02_softmax", "notebooks/04_attention", "book/quizzes/04
 
 
 def axe_violations(pg, axe_js: Path) -> list[dict]:
-    """Every axe-core violation on the page (WCAG 2 A/AA rules and best practices)."""
-    pg.add_script_tag(path=str(axe_js))  # inlined by Playwright: no request
+    """The page's violations of the rules in FAILING (axe-core runs only those: the full set
+    of best practices would triple the time of an audit)."""
+    if not pg.evaluate("() => !!window.axe"):
+        pg.add_script_tag(path=str(axe_js))  # inlined by Playwright: no request
     return pg.evaluate(
-        """async () => (await axe.run(document, {resultTypes: ['violations']})).violations
+        """async (rules) => (await axe.run(document, {resultTypes: ['violations'],
+                                            runOnly: {type: 'rule', values: rules}})).violations
         .map(v => ({id: v.id, impact: v.impact, help: v.help,
                     nodes: v.nodes.map(n => ({target: n.target.join(' '),
                                               impact: n.impact,
                                               summary: n.failureSummary,
-                                              html: n.html.slice(0, 200)}))}))"""
+                                              html: n.html.slice(0, 200)}))}))""",
+        list(FAILING),
     )
 
 
@@ -563,47 +466,53 @@ def failing(violations: list[dict]) -> list[str]:
     ]
 
 
-def audit(browser, url: str, page: str, theme: str, axe_js: Path) -> tuple[list[dict], PageVisit]:
-    visit = open_in_theme(browser, url, theme)
-    pg = visit.page
-    assert visit.response is not None and visit.response.status == 200
-    assert pg.evaluate("() => document.documentElement.dataset.theme") == theme
-    settle(pg, page)
-    violations = axe_violations(pg, axe_js)
-    ARTIFACTS.mkdir(exist_ok=True)
-    (ARTIFACTS / "a11y").mkdir(exist_ok=True)
-    shot = ARTIFACTS / "a11y" / f"{page_id(page)}-{theme}.png"
-    pg.screenshot(path=str(shot), full_page=page in FULL_SHOTS)
-    with open(ARTIFACTS / "a11y" / "violations.jsonl", "a", encoding="utf-8") as log:
-        log.write(json.dumps({"page": page, "theme": theme, "violations": violations}) + "\n")
-    return violations, visit
+def switch_theme(pg, theme: str) -> None:
+    """Switch the open page to ``theme`` as the theme's toggle does (its data-theme)."""
+    pg.evaluate(
+        f"() => {{ localStorage.setItem('mode', '{theme}'); "
+        f"document.documentElement.dataset.theme = '{theme}'; "
+        f"document.documentElement.dataset.mode = '{theme}'; }}"
+    )
+    pg.wait_for_timeout(100)  # a frame for the styles
 
 
 @pytest.mark.browser
-@pytest.mark.parametrize("theme", THEMES)
 @pytest.mark.parametrize("page", browser_pages(), ids=page_id)
-def test_page_is_accessible(browser, server: str, axe_js: Path, page: str, theme: str) -> None:
-    """axe-core finds no missing alt text and no serious contrast failure, in either theme;
-    figures keep a light background behind them in the dark theme; nothing leaves the host."""
-    violations, visit = audit(browser, server + f"{page}.html", page, theme, axe_js)
-    try:
-        bad = failing(violations)
-        assert not bad, f"{page} ({theme}): accessibility violations:\n" + "\n".join(bad)
-        backgrounds = visit.page.evaluate(
-            "() => [...document.querySelectorAll('.cell_output img')]"
-            ".map(i => getComputedStyle(i).backgroundColor)"
-        )
-        dark = [b for b in backgrounds if _luminance(b, theme) < 0.5]
-        assert not dark, f"{page} ({theme}): figures on a dark background: {dark[:3]}"
+def test_page_is_accessible(browser, site_url: str, axe_js: Path, page: str) -> None:
+    """axe-core finds no missing alt text, no serious contrast failure and no unnamed control,
+    in the light and the dark theme; figures keep a light background behind them in the dark
+    theme; figures' alt text is text; nothing leaves the host. One visit audits both themes."""
+    with open_in_theme(browser, site_url + f"{page}.html", THEMES[0]) as visit:
+        pg = visit.page
+        assert visit.response is not None and visit.response.status == 200
+        settle(pg, page)
+        (ARTIFACTS / "a11y").mkdir(parents=True, exist_ok=True)
+        for theme in THEMES:
+            if theme != THEMES[0]:
+                switch_theme(pg, theme)
+            assert pg.evaluate("() => document.documentElement.dataset.theme") == theme
+            violations = axe_violations(pg, axe_js)
+            if page in FULL_SHOTS:
+                shot = ARTIFACTS / "a11y" / f"{page_id(page)}-{theme}.png"
+                pg.screenshot(path=str(shot), full_page=True)
+            with open(ARTIFACTS / "a11y" / "violations.jsonl", "a", encoding="utf-8") as log:
+                log.write(json.dumps({"page": page, "theme": theme, "violations": violations}))
+                log.write("\n")
+            bad = failing(violations)
+            assert not bad, f"{page} ({theme}): accessibility violations:\n" + "\n".join(bad)
+            backgrounds = pg.evaluate(
+                "() => [...document.querySelectorAll('.cell_output img')]"
+                ".map(i => getComputedStyle(i).backgroundColor)"
+            )
+            dark = [b for b in backgrounds if _luminance(b, theme) < 0.5]
+            assert not dark, f"{page} ({theme}): figures on a dark background: {dark[:3]}"
         # Sphinx writes an image's file name as its alt when it has none: that is no text
-        alts = visit.page.evaluate(
+        alts = pg.evaluate(
             "() => [...document.querySelectorAll('.cell_output img')].map(i => i.alt)"
         )
         unnamed = [a for a in alts if not a.strip() or re.search(r"\.(png|jpe?g|svg|gif)$", a)]
         assert not unnamed, f"{page}: figures whose alt text is a file name or empty: {unnamed}"
         assert not visit.blocked and not visit.remote_requests(), f"{page}: requests left the host"
-    finally:
-        visit.close()
 
 
 def _luminance(css_colour: str, theme: str) -> float:

@@ -126,12 +126,69 @@ def test_special_tokens_are_never_split_and_partial_utf8_decodes_with_replacemen
     assert len(smile) > 1 and GPT2.decode(smile[:1]) == "\ufffd"
 
 
-@settings(max_examples=50)
-@given(lines=st.lists(st.text(alphabet=st.sampled_from("ab \n\t😀"), max_size=8), max_size=6))
-def test_encode_iterable_equals_encode(lines):
-    text = "".join(lines)
-    pieces = text.splitlines(keepends=True)
-    assert list(GPT2.encode_iterable(pieces)) == GPT2.encode(text)
+def trained_tokenizer() -> Tokenizer:
+    """A vocabulary the course trains (300 merges on Shakespeare) with overlapping specials."""
+    merges = train_bpe_words(count_words([sample(20_000)]), 300)
+    vocab = {i: bytes([i]) for i in range(256)}
+    for a, b in merges:
+        vocab[len(vocab)] = a + b
+    return Tokenizer(vocab, merges, special_tokens=[ENDOFTEXT, "<|end|>", "<|end|><|end|>"])
+
+
+TRAINED = trained_tokenizer()
+# pieces that meet the places where a stream can go wrong: white space Python's str.isspace and
+# the pattern's \s disagree on (U+001C-U+001F, U+0085), contractions cut after their apostrophe
+# or first letter, runs of spaces before a word, and special tokens cut anywhere
+TRICKY = st.lists(
+    st.sampled_from(
+        ["a", "b", "l", "s", "ve", "7", "😀", "é", " ", "  ", "\n", "\r\n", "\t", "\x1c", "\x1f",
+         "\x85", "\u2028", "\xa0", "'", ".", "<|", "end", "|>", "<|end|>", ENDOFTEXT]
+    ),
+    max_size=12,
+).map("".join)  # fmt: skip
+
+
+@st.composite
+def texts_and_cuts(draw):
+    """A text (any Unicode, or tricky pieces) and the pieces an arbitrary cut makes of it."""
+    text = draw(st.one_of(st.text(max_size=40), TRICKY))
+    cuts = sorted(draw(st.lists(st.integers(0, len(text)), max_size=6)))
+    return text, [text[a:b] for a, b in zip([0, *cuts], [*cuts, len(text)], strict=True)]
+
+
+@settings(max_examples=300)
+@given(case=texts_and_cuts(), trained=st.booleans())
+def test_encode_iterable_equals_encode_wherever_the_text_is_cut(case, trained):
+    text, pieces = case
+    tok = TRAINED if trained else GPT2
+    assert list(tok.encode_iterable(pieces)) == tok.encode(text)
+
+
+@pytest.mark.parametrize("tok", [GPT2, TRAINED], ids=["gpt2", "trained"])
+@pytest.mark.parametrize(
+    "pieces",
+    [
+        ["a!\x1c", "\x1c!b"],  # white space to str.rstrip, not to the pattern
+        ["x\x1f\x1f", "\x1fy"],
+        ["we'", "ll go"],  # a contraction cut after its apostrophe
+        ["we'l", "l go"],
+        ["a <|end", "oftext|> b"],  # a special token cut in two
+        ["<|end|>", "<|end|>x"],  # a special token that grows into a longer one
+        ["line one\n", "  \n", "line two\n"],  # lines, as a file yields them
+    ],
+)
+def test_encode_iterable_on_the_known_hard_cuts(tok, pieces):
+    assert list(tok.encode_iterable(pieces)) == tok.encode("".join(pieces))
+
+
+def test_encode_iterable_keeps_together_what_the_pattern_keeps_together():
+    """U+001C is white space to str.rstrip but not to the pattern: '!\x1c' is one pre-token, so
+    a stream cut after it must not encode '!' apart (the earlier version did: [97, 33, 28, 98])."""
+    tok = tokenizer_from_merges([(b"!", b"\x1c")])
+    assert tok.encode("a!\x1cb") == [97, 256, 98]
+    assert list(tok.encode_iterable(["a!\x1c", "b"])) == [97, 256, 98]
+    with pytest.raises(TypeError, match="lines must yield str"):
+        list(tok.encode_iterable([b"bytes"]))
 
 
 @settings(max_examples=100)

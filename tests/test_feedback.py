@@ -426,6 +426,7 @@ def test_dpo_improves_sampled_accuracy(sft_policy):
     assert P.sampled_accuracy(pi, WORDS[1000:1100]) > before + 0.1
 
 
+@pytest.mark.slow
 @pytest.mark.portability
 def test_rationales_as_a_second_task_teach_the_student():
     strings = T.digit_strings(3)

@@ -19,22 +19,18 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 import time
 from pathlib import Path
-from urllib.parse import urlsplit
 
-import nbformat
 import pytest
 
-from tools.lab import TEST_SETTINGS, LabServer
+from tests.browser import Visit, widget_views
+from tools.lab import LabServer
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = ROOT / "notebooks"
 ARTIFACTS = Path(__file__).resolve().parent / "artifacts"
-WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
-WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
-LOCAL_HOSTS = {"127.0.0.1"}
+LAB_SCHEMES = {"data", "blob"}  # besides 127.0.0.1: JupyterLab has no business with file:
 RUN_TIMEOUT_S = 600  # a chapter's budget is 60 s on 2 cores; Lab and the browser share them
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.lab]
@@ -42,48 +38,6 @@ pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.lab]
 
 def chapters() -> list[str]:
     return [p.stem for p in sorted(NOTEBOOKS.glob("[0-9][0-9]_*.ipynb"))]
-
-
-def is_progress_bar(nb: dict, model_id: str) -> bool:
-    """Whether a displayed widget is a progress bar (tqdm's HBox around a FloatProgress): it
-    has no control to move, and a live run may draw it as text instead."""
-    state = nb["metadata"].get("widgets", {}).get(WIDGET_STATE, {}).get("state", {})
-    model = state.get(model_id, {})
-    children = [c.removeprefix("IPY_MODEL_") for c in model.get("state", {}).get("children", [])]
-    return model.get("model_name") == "HBoxModel" and any(
-        state.get(c, {}).get("model_name") == "FloatProgressModel" for c in children
-    )
-
-
-def widget_cells(nb: dict) -> list[int]:
-    """Indices of the cells that display an interactive widget (progress bars excluded)."""
-    return [
-        i
-        for i, c in enumerate(nb["cells"])
-        if c["cell_type"] == "code"
-        and any(
-            WIDGET_VIEW in o.get("data", {})
-            and not is_progress_bar(nb, o["data"][WIDGET_VIEW]["model_id"])
-            for o in c.get("outputs", [])
-        )
-    ]
-
-
-def widget_views(nb: dict) -> int:
-    """How many interactive widgets the chapter displays (outputs with a widget view)."""
-    return sum(
-        WIDGET_VIEW in o.get("data", {})
-        and not is_progress_bar(nb, o["data"][WIDGET_VIEW]["model_id"])
-        for c in nb["cells"]
-        if c["cell_type"] == "code"
-        for o in c.get("outputs", [])
-    )
-
-
-def up_to_last_widget(nb: dict) -> dict | None:
-    """The notebook cut after its last cell that displays a widget (None: it shows none)."""
-    shows = widget_cells(nb)
-    return {**nb, "cells": nb["cells"][: shows[-1] + 1]} if shows else None
 
 
 def myst_counts(nb: dict) -> dict[str, int]:
@@ -103,42 +57,10 @@ def myst_counts(nb: dict) -> dict[str, int]:
     }
 
 
-# -- the server and the browser ---------------------------------------------------------------
+# -- the browser ---------------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def lab(tmp_path_factory):
-    """JupyterLab on a random free port, serving a copy of notebooks/ (and book/ for links)."""
-    work = tmp_path_factory.mktemp("lab")
-    root = work / "root"
-    (root / "notebooks").mkdir(parents=True)
-    for path in NOTEBOOKS.glob("[0-9][0-9]_*.ipynb"):
-        shutil.copy(path, root / "notebooks" / path.name)
-        prefix = up_to_last_widget(json.loads(path.read_text(encoding="utf-8")))
-        if prefix is not None:  # beside the chapter, so that its relative paths still work
-            (root / "notebooks" / f"{path.stem}.widgets.ipynb").write_text(
-                json.dumps(prefix), encoding="utf-8"
-            )
-    probe = nbformat.v4.new_notebook()  # for test_the_test_sees_an_error_output
-    probe.cells = [nbformat.v4.new_markdown_cell("# Probe"), nbformat.v4.new_code_cell("1 / 0")]
-    probe.metadata["kernelspec"] = {
-        "name": "python3",
-        "display_name": "Python 3",
-        "language": "python",
-    }
-    nbformat.write(probe, root / "probe_error.ipynb")
-    for path in (ROOT / "book").glob("*.md"):
-        (root / "book").mkdir(exist_ok=True)
-        shutil.copy(path, root / "book" / path.name)
-    ARTIFACTS.mkdir(exist_ok=True)
-    server = LabServer(
-        root, state=work / "state", settings=TEST_SETTINGS, log=ARTIFACTS / "lab-server.log"
-    )
-    with server:
-        yield server
-
-
-class LabVisit:
+class LabVisit(Visit):
     """One chapter open in JupyterLab, recording console errors and every request."""
 
     #: Console messages that are not the course's; each pattern needs a reason beside it.
@@ -149,41 +71,12 @@ class LabVisit:
     )
 
     def __init__(self, browser, lab: LabServer, name: str) -> None:
-        self.context = browser.new_context(viewport={"width": 1280, "height": 900})
-        self.page = self.context.new_page()
-        self.errors: list[str] = []
-        self.requests: list[str] = []
-        self.blocked: list[str] = []
-        self.page.on("console", self._console)
-        self.page.on("pageerror", lambda exc: self.errors.append(f"page error: {exc}"))
-        self.page.on("request", lambda req: self.requests.append(req.url))
-        self.page.route("**/*", self._route)
         url = lab.url(f"notebooks/{name}.ipynb", reset=True)  # this notebook's tab only
-        self.page.goto(url, wait_until="load", timeout=120_000)
+        super().__init__(browser, url, ignored=self.IGNORED, schemes=LAB_SCHEMES, timeout=120_000)
         self.page.wait_for_selector(".jp-NotebookPanel .jp-Cell", timeout=120_000)
         self.page.wait_for_selector(
             ".jp-Notebook-ExecutionIndicator, .jp-KernelStatus", timeout=60_000
         )
-
-    def _console(self, msg) -> None:
-        if msg.type == "error" and not any(re.search(p, msg.text) for p in self.IGNORED):
-            self.errors.append(f"console error: {msg.text} ({msg.location.get('url')})")
-
-    def _route(self, route) -> None:
-        parts = urlsplit(route.request.url)
-        if parts.scheme in {"data", "blob"} or parts.hostname in LOCAL_HOSTS:
-            route.continue_()
-        else:
-            self.blocked.append(route.request.url)
-            route.abort()
-
-    def remote_requests(self) -> list[str]:
-        return [
-            u
-            for u in self.requests
-            if urlsplit(u).scheme not in {"data", "blob"}
-            and urlsplit(u).hostname not in LOCAL_HOSTS
-        ]
 
     def restart_and_run_all(self) -> None:
         """Restart the kernel and run every cell, as a person would: the notebook toolbar's
@@ -203,9 +96,6 @@ class LabVisit:
             accept.click()
         except Exception:  # the settings skip the restart dialog: nothing to accept
             pass
-
-    def close(self) -> None:
-        self.context.close()
 
 
 # -- what is checked on the page ---------------------------------------------------------------
@@ -371,17 +261,11 @@ def test_chapter_in_jupyterlab(lab: LabServer, browser, chapter: str) -> None:
         pg.screenshot(path=str(ARTIFACTS / f"lab-{chapter}.png"))
         visit.close()
         lab.shutdown_kernels()
-    check_visit(visit, chapter)
+    visit.check(chapter)
 
     prefix = lab.root / "notebooks" / f"{chapter}.widgets.ipynb"
     assert prefix.is_file(), f"{chapter} displays no widget"
     run_widgets(lab, browser, chapter, json.loads(prefix.read_text(encoding="utf-8")))
-
-
-def check_visit(visit: LabVisit, name: str) -> None:
-    assert not visit.errors, f"{name}: errors in the browser console:\n" + "\n".join(visit.errors)
-    assert not visit.blocked, f"{name}: requests to other hosts (blocked): {visit.blocked}"
-    assert not visit.remote_requests(), f"{name}: requests left 127.0.0.1"
 
 
 def run_widgets(lab: LabServer, browser, chapter: str, nb: dict) -> None:
@@ -430,21 +314,19 @@ def run_widgets(lab: LabServer, browser, chapter: str, nb: dict) -> None:
         pg.screenshot(path=str(ARTIFACTS / f"lab-{chapter}-widgets.png"))
         visit.close()
         lab.shutdown_kernels()  # one chapter's kernel at a time
-    check_visit(visit, chapter)
+    visit.check(chapter)
 
 
 def test_the_test_sees_an_error_output(lab: LabServer, browser) -> None:
     """The error check above is not vacuous: a cell raising ZeroDivisionError is caught."""
-    visit = LabVisit.__new__(LabVisit)
-    visit.context = browser.new_context(viewport={"width": 1280, "height": 900})
-    visit.page = visit.context.new_page()
+    visit = LabVisit.__new__(LabVisit)  # the probe is not a chapter: no waiting as for one
+    Visit.__init__(visit, browser, lab.url("probe_error.ipynb", reset=True), timeout=120_000)
     try:
-        visit.page.goto(lab.url("probe_error.ipynb", reset=True), timeout=120_000)
         visit.page.wait_for_selector(".jp-NotebookPanel .jp-Cell", timeout=120_000)
         visit.page.wait_for_function(JS_KERNEL_IDLE, timeout=120_000)
         visit.restart_and_run_all()
         visit.page.wait_for_function(f"() => ({JS_ERRORS})().length > 0", timeout=120_000)
         assert "ZeroDivisionError" in "".join(visit.page.evaluate(JS_ERRORS))
     finally:
-        visit.context.close()
+        visit.close()
         lab.shutdown_kernels()

@@ -3,30 +3,28 @@
     pytest tests/test_lab_slides.py -m "not browser"   # structure and markup only (fast)
     pytest tests/test_lab_slides.py -m browser         # open every deck in headless Chromium
 
-The decks are built (tools/slides.py) into a temporary folder next to a link to the website's
-pinned ``_vendor/`` assets and served from 127.0.0.1: each one loads, has the slides its
-notebook's structure says, typesets its math, moves through to the last slide, and requests
-nothing from another host. Screenshots: ``tests/artifacts/deck-<chapter>.png``.
+The decks are the website's (the strict build runs tools/slides.py into ``slides/`` beside
+the pinned ``_vendor/`` assets; the ``site`` fixture of tests/conftest.py, shared with
+tests/test_book.py), served from 127.0.0.1: each one loads, has the slides its notebook's
+structure says, typesets its math, moves through to the last slide, and requests nothing from
+another host. RISE runs in the JupyterLab server tests/test_lab.py uses. Screenshots: ``tests/artifacts/deck-<chapter>.png``.
 """
 
 from __future__ import annotations
 
-import functools
 import re
-import threading
-from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from urllib.parse import urlsplit
 
 import nbformat
 import pytest
 
+from tests.browser import RISE_CHAPTER, Visit
 from tools import slides
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = ROOT / "notebooks"
 ARTIFACTS = Path(__file__).resolve().parent / "artifacts"
-LOCAL_HOSTS = {"127.0.0.1"}
+DECK_SCHEMES = {"data", "blob"}  # besides 127.0.0.1: a deck has no business with file:
 
 
 def chapters() -> list[str]:
@@ -82,32 +80,6 @@ def test_a_chapter_can_set_its_own_slide_types() -> None:
 # -- the decks in a browser ----------------------------------------------------------------------
 
 
-class _QuietHandler(SimpleHTTPRequestHandler):
-    def log_message(self, format: str, *args: object) -> None:  # noqa: A002
-        pass
-
-
-@pytest.fixture(scope="module")
-def decks(tmp_path_factory):
-    """Every chapter's deck in ``<tmp>/slides/``, with ``<tmp>/_vendor`` the website's assets."""
-    from tools.build_book import VENDOR, prepare_assets
-
-    prepare_assets()  # downloads once (pinned, hash-checked), then offline
-    site = tmp_path_factory.mktemp("decks")
-    (site / "_vendor").symlink_to(VENDOR, target_is_directory=True)
-    counts = {}
-    for chapter in chapters():
-        _, counts[chapter] = slides.build_deck(NOTEBOOKS / f"{chapter}.ipynb", site / "slides")
-    handler = functools.partial(_QuietHandler, directory=str(site))
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    httpd.daemon_threads = True
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{httpd.server_address[1]}/slides/", counts
-    httpd.shutdown()
-    httpd.server_close()
-
-
 # [[h, v], scale, first words] of every slide: each is shown, the deck fits it, the scale is read
 JS_FIT_EVERY_SLIDE = """() => {
   const out = [];
@@ -129,29 +101,14 @@ JS_FIT_EVERY_SLIDE = """() => {
 
 @pytest.mark.browser
 @pytest.mark.parametrize("chapter", chapters())
-def test_deck_in_browser(browser, decks, chapter: str) -> None:
-    base, counts = decks
-    context = browser.new_context(viewport={"width": 1280, "height": 720})
-    pg = context.new_page()
-    errors, requests, blocked = [], [], []
-    pg.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-    pg.on("pageerror", lambda exc: errors.append(f"page error: {exc}"))
-    pg.on("request", lambda r: requests.append(r.url))
-
-    def route(r) -> None:
-        host = urlsplit(r.request.url).hostname
-        if host in LOCAL_HOSTS or urlsplit(r.request.url).scheme in {"data", "blob"}:
-            r.continue_()
-        else:
-            blocked.append(r.request.url)
-            r.abort()
-
-    pg.route("**/*", route)
-    try:
-        pg.goto(base + f"{chapter}.slides.html", wait_until="load", timeout=60_000)
+def test_deck_in_browser(browser, site_url: str, chapter: str) -> None:
+    n = slides.count_slides(slides.deck_notebook(read(chapter), slides.read_bib()))  # split
+    url = f"{site_url}slides/{chapter}.slides.html"
+    with Visit(browser, url, schemes=DECK_SCHEMES, viewport=(1280, 720)) as visit:
+        pg = visit.page
         pg.wait_for_function("() => window.CourseDeck && CourseDeck.isReady()", timeout=60_000)
         total = pg.evaluate("() => CourseDeck.getTotalSlides()")
-        want = counts[chapter]["slides"] + counts[chapter]["subslides"]
+        want = n["slides"] + n["subslides"]
         assert total == want, f"{chapter}: {total} slides in the deck, the structure says {want}"
         shown = slides.deck_notebook(read(chapter), slides.read_bib())
         has_math = bool(
@@ -181,17 +138,12 @@ def test_deck_in_browser(browser, decks, chapter: str) -> None:
         pg.wait_for_timeout(300)
         ARTIFACTS.mkdir(exist_ok=True)
         pg.screenshot(path=str(ARTIFACTS / f"deck-{chapter}.png"))
-    finally:
-        context.close()
-    assert not errors, f"{chapter}: console errors in the deck: {errors[:5]}"
-    assert not blocked, f"{chapter}: the deck asked other hosts for: {blocked[:5]}"
-    remote = [u for u in requests if urlsplit(u).hostname not in LOCAL_HOSTS]
-    assert not [u for u in remote if not u.startswith(("data:", "blob:"))]
+    visit.check(f"the deck of {chapter}")
 
 
 # -- RISE: the live slideshow inside JupyterLab ------------------------------------------------
 
-RISE_CHAPTER = "02_softmax"  # math, figures and a widget; one chapter keeps the test short
+# RISE_CHAPTER (tests/browser.py): math, figures and a widget; one chapter keeps it short
 
 JS_LEAVES = """() => [...document.querySelectorAll('.reveal .slides section')]
     .filter(s => !s.querySelector('section'))"""
@@ -206,34 +158,16 @@ JS_LEAVES = """() => [...document.querySelectorAll('.reveal .slides section')]
     "set in tools/lab.py TEST_SETTINGS fails to load its CSS. Slides, math and navigation work.",
     strict=False,
 )
-def test_rise_slideshow_in_jupyterlab(browser, tmp_path) -> None:
+def test_rise_slideshow_in_jupyterlab(browser, lab) -> None:
     """jupyterlab-rise presents a chapter (slide types as tools/slides.py sets them) in Lab."""
-    from tools.lab import TEST_SETTINGS, LabServer
-
-    root = tmp_path / "root"
-    (root / "notebooks").mkdir(parents=True)
-    nb = slides.with_slides(read(RISE_CHAPTER))
-    nbformat.write(nb, root / "notebooks" / f"{RISE_CHAPTER}.ipynb")
-    n = slides.count_slides(nb)
+    n = slides.count_slides(slides.with_slides(read(RISE_CHAPTER)))
     want = n["slides"] + n["subslides"]
-    errors, remote = [], []
-    server = LabServer(root, state=tmp_path / "state", settings=TEST_SETTINGS)
-    with server:
-        context = browser.new_context(viewport={"width": 1280, "height": 720})
-        pg = context.new_page()
-        pg.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-        pg.on("pageerror", lambda exc: errors.append(f"page error: {exc}"))
-
-        def route(r) -> None:
-            if urlsplit(r.request.url).hostname in LOCAL_HOSTS or r.request.url.startswith("data:"):
-                r.continue_()
-            else:
-                remote.append(r.request.url)
-                r.abort()
-
-        pg.route("**/*", route)
+    # the shared Lab server holds the chapter with its slide types as NN_x.rise.ipynb
+    url = f"{lab.base}/rise/notebooks/{RISE_CHAPTER}.rise.ipynb?token={lab.token}"
+    with Visit(browser, None, schemes=DECK_SCHEMES, viewport=(1280, 800)) as visit:
+        pg = visit.page
         try:
-            pg.goto(f"{server.base}/rise/notebooks/{RISE_CHAPTER}.ipynb?token={server.token}")
+            pg.goto(url)
             pg.wait_for_function(f"() => ({JS_LEAVES})().length >= {want}", timeout=120_000)
             assert pg.evaluate(f"() => ({JS_LEAVES})().length") == want
             pg.wait_for_selector("mjx-container", state="attached", timeout=60_000)
@@ -251,20 +185,20 @@ def test_rise_slideshow_in_jupyterlab(browser, tmp_path) -> None:
             ARTIFACTS.mkdir(exist_ok=True)
             pg.screenshot(path=str(ARTIFACTS / f"rise-{RISE_CHAPTER}.png"))
         finally:
-            context.close()
-    assert not remote, f"the slideshow asked other hosts for: {remote[:5]}"
+            lab.shutdown_kernels()
+    assert not visit.blocked, f"the slideshow asked other hosts for: {visit.blocked[:5]}"
     # Known: RISE's slideshow page is its own small app (built against JupyterLab 4.3), in
     # which jupyterlab-myst 2.7.0 cannot load (no shared @jupyterlab/markdownviewer there), so
     # markdown shows as plain markdown in the slideshow and the console logs the failure.
     known = re.compile(
         r"Shared module @jupyterlab/markdownviewer doesn't exist|Maximum call stack size exceeded"
     )
-    other = [e for e in errors if not known.search(e)]
+    other = [e for e in visit.errors if not known.search(e)]
     assert not other, f"console errors in the RISE slideshow: {other[:5]}"
-    if errors:
+    if visit.errors:
         pytest.xfail(
             "jupyterlab-rise 0.43.1 cannot load jupyterlab-myst 2.7.0 in its slideshow page "
-            f"({len(errors)} console errors; MyST markup shown raw on the slides)"
+            f"({len(visit.errors)} console errors; MyST markup shown raw on the slides)"
         )
 
 

@@ -264,6 +264,7 @@ def _peak(fn, *shapes) -> int:
     return peak_tensor_memory(lambda: fn(*args), exclude_result=True)
 
 
+@pytest.mark.slow
 def test_memory_grows_linearly_for_the_blocked_methods_and_quadratically_for_dense():
     d = 32
     dense, window, flash, blocks = [], [], [], []
@@ -695,6 +696,7 @@ def test_recall_patterns_reach_what_their_last_row_says():
     assert 0 not in seen["strided l=16"] and 0 not in seen["fixed l=16, c=2"]
 
 
+@pytest.mark.slow
 def test_a_window_cannot_answer_beyond_its_reach_but_dense_and_global_can():
     """The claim of the notebook's task section, with margins that hold on any CPU: questions
     whose pair is outside the window stay at chance (1/8; about 1000 such questions, so the

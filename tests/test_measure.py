@@ -17,6 +17,7 @@ from course_lib.measure import (
 )
 
 
+@pytest.mark.slow
 def test_peak_counts_what_is_alive_at_once():
     x = torch.ones(256)  # made before: not counted
     assert peak_tensor_memory(lambda: x * 2) == 1024
@@ -25,6 +26,7 @@ def test_peak_counts_what_is_alive_at_once():
     assert peak_tensor_memory(lambda: (x + 1) * 2, exclude_result=True) == 1024
 
 
+@pytest.mark.slow
 def test_in_place_results_and_views_cost_nothing():
     x = torch.ones(256)
     assert peak_tensor_memory(lambda: x.mul_(1.0)) == 0

@@ -6,7 +6,7 @@ import hashlib
 
 import pytest
 
-from course_lib.npm import fetch_tarball, sri, tarball_url
+from course_lib.npm import fetch_tarball, missing, sri, tarball_url
 
 
 def _registry(tmp_path, monkeypatch, data: bytes) -> dict[str, str]:
@@ -39,3 +39,37 @@ def test_fetch_writes_once_and_refuses_a_changed_tarball(tmp_path, monkeypatch, 
     with pytest.raises(ValueError, match="has integrity sha512-.*expected"):
         fetch_tarball(bad, tmp_path / "other.tgz", "a tampered package")
     assert not (tmp_path / "other.tgz").exists()
+
+
+def test_fetch_can_keep_only_some_files_of_the_tarball(tmp_path, monkeypatch):
+    import io
+    import tarfile
+
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+        for name, text in {
+            "package/a.json": b"{}",
+            "package/b.txt": b"b",
+            "package/c": b"c",
+        }.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(text)
+            tar.addfile(info, io.BytesIO(text))
+    package = _registry(tmp_path, monkeypatch, buf.getvalue())
+    folder = tmp_path / "cache" / "pkg"
+    assert fetch_tarball(package, folder, "two files", members=["a.json", "b.txt"]) == folder
+    assert sorted(p.name for p in folder.iterdir()) == ["a.json", "b.txt"]
+    assert (folder / "b.txt").read_bytes() == b"b"
+    (folder / "b.txt").write_bytes(b"kept")  # present: not fetched again
+    assert fetch_tarball(package, folder, "again", members=["a.json", "b.txt"])
+    assert (folder / "b.txt").read_bytes() == b"kept"
+    with pytest.raises(KeyError):  # a file the tarball does not hold
+        fetch_tarball(package, tmp_path / "other", "a missing file", members=["nope"])
+    assert not (tmp_path / "other").exists()
+
+
+def test_missing_data_names_what_where_and_how_to_fetch_it():
+    err = missing("/c/x.tgz", "the X data", "course_lib.x.datasets")
+    assert isinstance(err, FileNotFoundError)
+    assert "the X data is not in /c/x.tgz" in str(err)
+    assert "python -m course_lib.x.datasets" in str(err)

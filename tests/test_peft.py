@@ -508,6 +508,7 @@ def test_answer_loss_and_accuracy_count_the_answer_letters_only():
     assert answer_loss(Oracle(), t).item() < 1e-6
 
 
+@pytest.mark.slow
 @pytest.mark.portability
 def test_pretrained_gpt_cannot_reverse_and_lora_learns_it(gpt_base):
     threads = torch.get_num_threads()
@@ -543,6 +544,7 @@ def test_qlora_matches_peft_with_bitsandbytes_at_the_start(gpt_base):
 
 
 # --------------------------------------------------------------------------- the comparison
+@pytest.mark.slow
 def test_compare_script_on_a_tiny_setting(tmp_path):
     from course_lib.peft.compare import by_name, load_comparison, main
 

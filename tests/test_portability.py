@@ -18,16 +18,18 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-#: Notebooks whose stored outputs depend on training (checked by nbval in the subprocess).
-TRAINING_NOTEBOOKS = [
-    "notebooks/05_transformer_block.ipynb",
-    "notebooks/06_positional_encodings.ipynb",
-    "notebooks/08_gpt.ipynb",
-    "notebooks/09_bert.ipynb",
-    "notebooks/10_feedback_distillation.ipynb",
-    "notebooks/11_long_sequences.ipynb",
-    "notebooks/13_peft.ipynb",
-]
+
+
+def machine_sensitive_paths() -> list[str]:
+    """What the re-run collects: the test files that mark a test ``portability``, not every
+    module of tests/ (collecting them all imports every chapter for nothing), and notebooks/
+    (conftest.py marks the notebooks in its PORTABILITY_NOTEBOOKS so)."""
+    files = [
+        p.relative_to(ROOT).as_posix()
+        for p in sorted((ROOT / "tests").glob("test_*.py"))
+        if "mark.portability" in p.read_text(encoding="utf-8") and p.name != Path(__file__).name
+    ]
+    return [*files, "notebooks"]
 
 
 @pytest.mark.slow
@@ -36,9 +38,22 @@ def test_machine_sensitive_tests_pass_with_another_cpus_kernels(capability):
     env = {**os.environ, "ATEN_CPU_CAPABILITY": capability, "COURSE_DEVICE": "cpu"}
     cmd = [
         sys.executable, "-m", "pytest", "-q", "-p", "no:xdist", "-p", "no:cacheprovider",
-        "-m", "portability", "tests", "notebooks",  # notebooks: see conftest.py
+        "-m", "portability", *machine_sensitive_paths(),
     ]  # fmt: skip
     run = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
     tail = run.stdout[-3000:] + run.stderr[-2000:]
     assert run.returncode == 0, f"ATEN_CPU_CAPABILITY={capability}:\n{tail}"
     assert " passed" in run.stdout and "deselected" in run.stdout, tail
+
+
+def test_the_re_run_collects_every_machine_sensitive_test():
+    """Every file with a test marked portability, and every notebook marked so, is re-run."""
+    paths = machine_sensitive_paths()
+    assert "tests/test_feedback.py" in paths and "notebooks" in paths
+    assert all((ROOT / p).exists() for p in paths)
+    marked = {
+        p.name
+        for p in (ROOT / "tests").glob("test_*.py")
+        if "pytest.mark.portability" in p.read_text(encoding="utf-8")
+    } - {Path(__file__).name}
+    assert marked <= {Path(p).name for p in paths}

@@ -482,6 +482,7 @@ def test_shipped_models_reproduce_the_shipped_evaluation():
             assert abs(a - results["runs"][key]["summary"][str(n)]) < 1e-3, key
 
 
+@pytest.mark.slow
 @pytest.mark.portability
 def test_training_script_reproduces_a_shipped_model():
     """The fast subset: retrain one (task, scheme) with the shipped recipe and compare what is
@@ -538,6 +539,7 @@ def test_widget_similarity_is_a_function_of_the_offset(kind):
     np.testing.assert_allclose(v["wavelengths"][0], 2 * np.pi)
 
 
+@pytest.mark.slow
 def test_widget_checks_and_builds():
     with pytest.raises(ValueError, match="d_model must be even"):
         encoding_view(d_model=7)

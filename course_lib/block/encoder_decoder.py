@@ -22,7 +22,6 @@ languages") and never return to it; this module builds it.
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import numpy as np
@@ -41,6 +40,12 @@ from course_lib.block.accelerated import decoder_block_forward, encoder_decoder_
 from course_lib.block.config import BlockConfig, EncoderDecoderConfig
 from course_lib.block.counting import count_parameters
 from course_lib.block.experiment import threads
+from course_lib.block.module import (
+    BlockModule,
+    TransformerBlock,
+    encoder_layer_parameters,
+    init_parameter_,
+)
 from course_lib.block.params import check_decoder_block_params, decoder_block_layout, layout
 from course_lib.checks import (
     as_tensor,
@@ -49,7 +54,6 @@ from course_lib.checks import (
     fmt_shape,
     values_are_free_to_read,
 )
-from course_lib.models import TransformerBlock, encoder_layer_parameters
 
 __all__ = [
     "BOS",
@@ -102,22 +106,7 @@ def reversal_pairs(
 
 
 # ----------------------------------------------------------------------------------- modules
-def _init_(name: str, t: torch.Tensor, generator: torch.Generator | None) -> None:
-    """Glorot-normal weights, zero biases, unit gains; embeddings N(0, 1/d)."""
-    base = name.split(".")[-1].removeprefix("cross_")
-    with torch.no_grad():
-        if base.endswith("_gain"):
-            t.fill_(1.0)
-        elif base.endswith("_bias") or base.startswith("b_"):
-            t.zero_()
-        elif base.endswith("emb"):
-            t.normal_(0.0, 1.0 / math.sqrt(t.shape[-1]), generator=generator)
-        else:
-            fan_in, fan_out = (t.shape[1], t.shape[0] * t.shape[2]) if t.ndim == 3 else t.shape
-            t.normal_(0.0, math.sqrt(2.0 / (fan_in + fan_out)), generator=generator)
-
-
-class DecoderBlock(nn.Module):
+class DecoderBlock(BlockModule):
     """A decoder block: masked self-attention, cross-attention to the memory, feed-forward.
 
     ``forward(y, memory, self_mask=None, cross_mask=None)``: y (..., L_t, d), memory
@@ -130,29 +119,7 @@ class DecoderBlock(nn.Module):
     1176
     """
 
-    def __init__(
-        self,
-        config: BlockConfig,
-        dropout: float = 0.0,
-        *,
-        device: Any = None,
-        dtype: torch.dtype | None = None,
-        generator: torch.Generator | None = None,
-    ) -> None:
-        super().__init__()
-        self.config = config
-        self.dropout = check_real(dropout, "dropout", low=0.0, high=1.0, high_open=True)
-        for name, shape in decoder_block_layout(config):
-            self.register_parameter(
-                name, nn.Parameter(torch.empty(shape, device=device, dtype=dtype))
-            )
-            _init_(name, getattr(self, name), generator)
-
-    def parameter_dict(self) -> dict[str, nn.Parameter]:
-        return dict(self.named_parameters())
-
-    def numpy_parameters(self) -> dict[str, np.ndarray]:
-        return {k: v.detach().cpu().double().numpy() for k, v in self.named_parameters()}
+    layout = staticmethod(decoder_block_layout)  # BlockModule creates and initialises them
 
     def forward(self, y, memory, self_mask=None, cross_mask=None, record=None) -> torch.Tensor:
         y = as_tensor(y, "y", min_ndim=2)
@@ -161,12 +128,8 @@ class DecoderBlock(nn.Module):
                 f"y and memory must have last dimension d_model = {self.config.d_model}, got "
                 f"shapes {fmt_shape(y.shape)} and {fmt_shape(memory.shape)}"
             )
-        drop = None
-        if self.dropout > 0 and self.training:
-            drop = lambda t: F.dropout(t, self.dropout, True)  # noqa: E731
-        return decoder_block_forward(
-            y, memory, self.parameter_dict(), self.config, self_mask, cross_mask, drop, record
-        )
+        p, drop = self.parameter_dict(), self._drop()
+        return decoder_block_forward(y, memory, p, self.config, self_mask, cross_mask, drop, record)
 
 
 class EncoderDecoderModel(nn.Module):
@@ -231,7 +194,7 @@ class EncoderDecoderModel(nn.Module):
                 if c.norm_has_bias:
                     self.register_parameter(f"{side}_bias", nn.Parameter(torch.empty(d, **kw)))
         for name, param in self.named_parameters(recurse=False):
-            _init_(name, param, generator)
+            init_parameter_(name, param, generator)
 
     # -- parameters
     def body_parameters(self) -> dict[str, Any]:
@@ -379,7 +342,7 @@ def transformer_parameters(
 ) -> tuple[EncoderDecoderConfig, dict[str, Any]]:
     """A ``torch.nn.Transformer``'s configuration and weights in the course's layout.
 
-    Encoder layers convert as in :func:`course_lib.models.encoder_layer_parameters`. In a
+    Encoder layers convert as in :func:`course_lib.block.module.encoder_layer_parameters`. In a
     decoder layer PyTorch's ``self_attn`` becomes ``w_q`` ... ``b_o``, ``multihead_attn`` (the
     cross-attention) ``cross_w_q`` ... ``cross_b_o``, and ``norm1``, ``norm2``, ``norm3`` keep
     their names. ``nn.Transformer`` always ends both stacks with a LayerNorm, so

@@ -26,8 +26,8 @@ import numpy as np
 import torch
 
 from course_lib.block.config import BlockConfig, DecoderConfig
+from course_lib.block.module import DecoderOnlyModel
 from course_lib.checks import check_choice, check_int, check_real
-from course_lib.models import DecoderOnlyModel
 from course_lib.paths import data_path
 
 __all__ = [
@@ -86,7 +86,7 @@ def gradient_norms_at_init(
 ) -> np.ndarray:
     """Norm of the loss gradient with respect to each block's weights ``names``, at initialisation.
 
-    The model is a :class:`~course_lib.models.DecoderOnlyModel` (``n_heads=4``,
+    The model is a :class:`~course_lib.block.module.DecoderOnlyModel` (``n_heads=4``,
     ``d_ff=4 d_model``, Glorot initialisation, float64 by default so that the numbers do not
     depend on the machine's rounding) and the loss the next-token cross-entropy on uniformly
     random tokens. Returns an array of ``n_layers`` norms, the first block first.

