@@ -3,6 +3,7 @@ works on a fresh machine with only Python >= 3.11 and access to package registri
 
   ./course lab [CH]    set up, then open chapter 1 (or CH) in JupyterLab; prints the URL
   ./course test        set up, then run every test (library, notebooks, website, browser)
+  ./course test --quick  the quick tier while you work: no notebooks, website or browser
   ./course book        set up, then build the website into book/_build/html
   ./course notebooks   set up, then re-execute notebooks/*.py into notebooks/*.ipynb
   ./course bench [..]  set up, then run the benchmarks (names optional)
@@ -292,10 +293,17 @@ def module(name: str, args: list[str]) -> None:
 
 
 def cmd_test(args: list[str]) -> None:
-    """Everything CI runs; every argument goes to pytest unchanged (e.g. -m "not browser")."""
-    web_assets()
-    browser()
-    run([venv_python(), "-m", "course_lib.doctor", "--browser"])
+    """Everything CI runs; every argument goes to pytest unchanged (e.g. -m "not browser").
+
+    ``--quick`` (handled by conftest.py) is the tier to run while you work: no notebooks,
+    website or browser, so it needs neither the web assets nor Chromium.
+    """
+    if "--quick" in args:
+        run([venv_python(), "-m", "course_lib.doctor"])
+    else:
+        web_assets()
+        browser()
+        run([venv_python(), "-m", "course_lib.doctor", "--browser"])
     run([venv_python(), "-m", "ruff", "check", "."])
     run([venv_python(), "-m", "ruff", "format", "--check", "."])
     module("pytest -n auto --dist loadscope", args)
