@@ -240,8 +240,8 @@ plt.show()
 # ## 1.5 Explore the four views (optional, 5 min)
 #
 # Choose a view and an index: the explorer highlights the parts of $X$ and $Y$ that produce
-# the highlighted part of the result, and prints the formula. (On the website the widget
-# shows its stored state; run the notebook to play with it.)
+# the highlighted part of the result, and prints the formula. (On the website the explorer
+# responds at a few precomputed settings; run the notebook to choose any.)
 
 # %%
 from course_lib.matmul.widget import explorer

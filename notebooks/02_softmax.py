@@ -369,7 +369,8 @@ np.testing.assert_allclose(ref.sampling_probs(x, top_p=0.9), np.array([0.5, 0.3,
 #
 # The explorer below does this for any logits you type (`-inf` masks one). Drag $T$ towards
 # 0.01 and 100, then switch on top-k or top-p and watch the grey (removed) bars. (On the
-# website the widget shows its stored state; run the notebook to play with it.)
+# website the explorer offers three sets of logits and a few stops of each control; run the
+# notebook to type your own.)
 
 # %%
 from course_lib.softmax.widget import temperature_explorer

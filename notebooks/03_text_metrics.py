@@ -677,8 +677,8 @@ assert bleu_by_tok["13a"]["scrambled"] < bleu_by_tok["13a"]["fair"]
 # Edit the candidate or the references (one per line): each row shows the candidate's tokens
 # coloured by order $n$ (green: covered by a clipped match; orange: its n-gram occurs in a
 # reference but the clip is used up; white: no match), then the clipped matches, total and
-# $p_n$, then $c$, $r$, BP and BLEU. (On the website the widget shows its stored state; run
-# the notebook to play with it.)
+# $p_n$, then $c$, $r$, BP and BLEU. (On the website the explorer offers three candidates;
+# run the notebook to type your own.)
 
 # %%
 from course_lib.text_metrics.widget import bleu_explorer

@@ -710,8 +710,8 @@ print("permutation:", perm, " outputs permuted the same way: True")
 # The first explorer shows the hand-built heads of section 4.8. Choose a head, a mask and a
 # **temperature** $T$, which divides the logits before the softmax ($T < 1$ sharpens the
 # weights towards the largest logit, $T > 1$ flattens them towards uniform; the $1/\sqrt{d_k}$
-# of eq. (13) is a fixed temperature). On the website the widgets show their stored state; run
-# the notebook to play with them.
+# of eq. (13) is a fixed temperature). On the website the first explorer responds at a few
+# precomputed settings and the others show their stored state; run the notebook to use them all.
 
 # %%
 from course_lib.attention.widget import explorer, own_explorer

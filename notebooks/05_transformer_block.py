@@ -606,7 +606,7 @@ assert xl["exact_as_printed_error"] > 0.15 and abs(xl["exact_error"]) < 0.02
 # The explorer below splits the count of any configuration into its parts. Pick a GPT-3 row
 # and watch the embeddings' share fall from about a third of GPT-3 Small to a fraction of a
 # percent of the 175B model; switch on the gated FFN or remove the biases and see what they
-# cost. (On the website it shows its stored state; run the notebook to use it.)
+# cost. (On the website it responds for every preset and switch.)
 
 # %%
 from course_lib.block.widget import explorer

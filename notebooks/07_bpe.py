@@ -584,7 +584,7 @@ plt.show()
 #
 # Type your own text and move the slider: with 0 merges every byte is a token; as merges are
 # added, common words become single tokens while rare words stay in pieces. (On the website the
-# widget shows its stored state; run the notebook to use it.)
+# explorer offers three texts and seven merge counts; run the notebook to type your own.)
 
 # %%
 from course_lib.bpe.widget import merges_explorer

@@ -525,8 +525,8 @@ with torch.no_grad():
 # temperature and the top-k and top-p filters cut off the long tail of unlikely characters
 # that produce misspellings. In the explorer below, type a prompt and move the sliders: the
 # table shows the model's distribution of the next character and the distribution actually
-# sampled from after the filters. (On the website the widget shows its stored state; run the
-# notebook to use it.)
+# sampled from after the filters. (On the website the explorer responds at a few precomputed
+# settings for the prompt below; run the notebook to type your own.)
 
 # %%
 from course_lib.gpt.widget import next_token_table, sampling_explorer

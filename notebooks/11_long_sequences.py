@@ -333,7 +333,8 @@ assert all(1.9 < b / a < 2.1 for a, b in zip(window_peaks, window_peaks[1:], str
 # grows layer by layer (section 11.6 counts it) while every layer still costs $O(L w)$.
 #
 # Move the controls to see each pattern's mask and how many of the $L^2$ entries it computes
-# (on the website the widget shows its stored state; run the notebook to use it):
+# (on the website the explorer responds at a few precomputed settings; run the notebook for
+# any):
 
 # %%
 pattern_explorer(L=32)

@@ -337,7 +337,8 @@ plt.show()
 # bit to flip it; the formula updates, and the table below shows the same value stored in every
 # format. Changing the format keeps the value and re-encodes it. The **value box** goes the other
 # way: type a number, see its bits and the rounding error in each format. (On the website the
-# widgets show their stored state; run the notebook to use them.)
+# value box responds for ten numbers and the bit editor shows its stored state; run the
+# notebook to use both.)
 
 # %%
 from course_lib.number_formats.widget import bit_editor, value_box
