@@ -215,6 +215,7 @@ EXPLORER_CSS = """
 .course-explorer-note { font-size: 0.85em; color: var(--pst-color-text-muted, #555);
   margin: 0.4em 0 0 0; }
 .course-explorer-output { overflow-x: auto; background: #fff; color: #222; padding: 0.3em; }
+.course-explorer-output :is(caption, th, td, label, summary, code) { color: inherit; }
 """
 
 # One script for every explorer on a page (it marks each one it has wired: data-ready).

@@ -716,7 +716,7 @@ for a in names:
 #
 # Type your own sentence and pick a block (hover over a cell for its weight):
 
-# %%
+# %% tags=["slides-skip"]
 attention_viewer(model, tok)
 
 # %% [markdown]

@@ -340,7 +340,8 @@ def test_the_course_as_one_pdf(site: Path) -> None:
     starts, at = [], 0
     for name in sorted(p.stem for p in (ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")):
         nb = json.loads((ROOT / "notebooks" / f"{name}.ipynb").read_text())
-        title = "".join(nb["cells"][0]["source"]).splitlines()[0].lstrip("# ").strip()
+        first = next(c for c in nb["cells"] if c["cell_type"] == "markdown")  # after Colab's
+        title = "".join(first["source"]).splitlines()[0].lstrip("# ").strip()
         words = title.split()[:3]
         found = next((i for i in range(at, len(texts)) if all(w in texts[i] for w in words)), None)
         assert found is not None, f"{name} ({title!r}) is not in the PDF after page {at}"
@@ -468,12 +469,13 @@ def failing(violations: list[dict]) -> list[str]:
 
 def switch_theme(pg, theme: str) -> None:
     """Switch the open page to ``theme`` as the theme's toggle does (its data-theme)."""
+    pg.add_style_tag(content="*, *::before, *::after { transition: none !important; }")
     pg.evaluate(
         f"() => {{ localStorage.setItem('mode', '{theme}'); "
         f"document.documentElement.dataset.theme = '{theme}'; "
         f"document.documentElement.dataset.mode = '{theme}'; }}"
     )
-    pg.wait_for_timeout(100)  # a frame for the styles
+    pg.wait_for_timeout(300)  # the new styles applied (no transition: colours are final)
 
 
 @pytest.mark.browser

@@ -151,6 +151,11 @@ JS_LEAVES = """() => [...document.querySelectorAll('.reveal .slides section')]
 
 
 @pytest.mark.browser
+@pytest.mark.skip(
+    reason="hangs since it moved onto the shared Lab server (seen 2026-11-25: no progress for "
+    "minutes after the navigation, with the page's script in a loop); it was an expected "
+    "failure before (below). To be repaired: a follow-up in the closing note of issue 29"
+)
 @pytest.mark.xfail(
     reason="jupyterlab-rise 0.43.1's slideshow page (its own app, built against JupyterLab 4.3) "
     "cannot load jupyterlab-myst 2.7.0 or the widget manager 5.0.16 (shared modules "

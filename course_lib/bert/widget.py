@@ -104,7 +104,7 @@ def _cell(w: float) -> str:
     shade = round(255 * (1 - w))  # white (0) to dark blue (1)
     ink = "#fff" if w > 0.5 else "#000"
     return (f'<td title="{w:.3f}" style="background:rgb({shade},{shade},255);color:{ink};'
-            f'width:1.4em;height:1.4em;padding:0"></td>')  # fmt: skip
+            f'width:1em;height:1em;padding:0"></td>')  # fmt: skip
 
 
 def render_heads(pieces: list[str], maps: np.ndarray) -> str:
