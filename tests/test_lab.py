@@ -135,26 +135,28 @@ JS_ERRORS = """() => [...document.querySelectorAll(
     .map(t => t.slice(0, 400))"""
 
 
-def visible_code(nb: dict) -> tuple[int, int]:
-    """(code cells whose input is shown, 1-based execution number of the last of them)."""
+def visible_code(nb: dict) -> tuple[int, int, int]:
+    """(code cells whose input is shown, 1-based execution numbers of the first and the last of
+    them: a hidden cell before them, such as the Colab set-up cell, runs first but shows no
+    prompt)."""
     code = [c for c in nb["cells"] if c["cell_type"] == "code"]
     shown = [
         i + 1
         for i, c in enumerate(code)
         if not c.get("metadata", {}).get("jupyter", {}).get("source_hidden")
     ]
-    return len(shown), shown[-1]
+    return len(shown), shown[0], shown[-1]
 
 
 def wait_for_run(visit: LabVisit, nb: dict, since: float) -> None:
     """Wait until every code cell has run after a kernel restart (prompts numbered 1..n)."""
-    n_shown, last = visible_code(nb)
+    n_shown, first, last = visible_code(nb)
     pg = visit.page
     deadline = since + RUN_TIMEOUT_S
     state = {}
     while time.monotonic() < deadline:
         state = pg.evaluate(JS_RUN_STATE)
-        done = state["done"] == n_shown and state["first"] == 1 and state["last"] == last
+        done = state["done"] == n_shown and state["first"] == first and state["last"] == last
         if state["busy"] == 0 and done:
             return
         time.sleep(1)
