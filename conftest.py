@@ -21,15 +21,15 @@ collect_ignore_glob = ["notebooks/*.py", "book/*", ".venv/*"]
 
 # Notebooks whose stored outputs come from training: their nbval items count as
 # machine-sensitive, so tests/test_portability.py re-runs them with another CPU's kernels.
-PORTABILITY_NOTEBOOKS = {
-    "04_attention.ipynb",
-    "05_transformer_block.ipynb",
-    "06_positional_encodings.ipynb",
-    "08_gpt.ipynb",
-    "09_bert.ipynb",
-    "10_feedback_distillation.ipynb",
-    "11_long_sequences.ipynb",
-    "13_peft.ipynb",
+PORTABILITY_NOTEBOOKS = {  # name: seconds in nbval on a clean clone (the re-run starts the slowest first)
+    "08_gpt.ipynb": 44,
+    "10_feedback_distillation.ipynb": 41,
+    "09_bert.ipynb": 41,
+    "13_peft.ipynb": 36,
+    "11_long_sequences.ipynb": 22,
+    "05_transformer_block.ipynb": 18,
+    "04_attention.ipynb": 11,
+    "06_positional_encodings.ipynb": 10,
 }
 
 
@@ -88,13 +88,30 @@ def pytest_configure(config):
         torch.set_num_threads(max(1, (os.cpu_count() or 1) // int(workers)))
 
 
-#: The browser tests' modules: one work unit, so that they share one Chromium, one website
-#: build and one JupyterLab server (the session fixtures of tests/conftest.py).
-BROWSER_MODULES = ("tests/test_book.py", "tests/test_lab.py", "tests/test_lab_slides.py")
+#: The browser tests, in two work units so that the two workers share them: "site" (the website
+#: build, its pages, the decks it made) and "lab" (one JupyterLab server: the chapters in Lab and
+#: RISE). Each unit starts its own Chromium; the website is built once per run (a lock).
+SITE_MODULES = ("tests/test_book.py", "tests/test_lab_slides.py")
+LAB_MODULES = ("tests/test_lab.py",)
+LAB_TESTS = ("tests/test_lab_slides.py::test_rise_slideshow_in_jupyterlab",)
+#: Modules whose tests are units of their own: each is minutes of one subprocess.
+ONE_UNIT_PER_TEST = ("tests/test_portability.py",)
 #: Units that take minutes, started first (longest first): xdist otherwise starts the units
-#: with the most tests first, and a one-test unit of several minutes (the portability re-run)
-#: started last keeps one worker busy alone at the end.
-START_FIRST = ("tests/test_portability.py", "browser")
+#: with the most tests first, and a unit of several minutes started last keeps one worker busy
+#: alone at the end. A prefix names every unit that starts with it.
+START_FIRST = ("site", "lab", "tests/test_portability.py::")
+
+
+def work_unit(nodeid: str) -> str | None:
+    """The unit a test belongs to, where it is not its module (loadscope's default)."""
+    module = nodeid.split("::")[0]
+    if module in LAB_MODULES or nodeid.split("[")[0] in LAB_TESTS:
+        return "lab"
+    if module in SITE_MODULES:
+        return "site"
+    if module in ONE_UNIT_PER_TEST:
+        return nodeid
+    return None
 
 
 @pytest.hookimpl(optionalhook=True)  # a hook of pytest-xdist, absent under -p no:xdist
@@ -107,15 +124,13 @@ def pytest_xdist_make_scheduler(config, log):
         ordered = False
 
         def _split_scope(self, nodeid: str) -> str:
-            if nodeid.split("::")[0] in BROWSER_MODULES:
-                return "browser"
-            return super()._split_scope(nodeid)
+            return work_unit(nodeid) or super()._split_scope(nodeid)
 
         def _assign_work_unit(self, node) -> None:
             if not self.ordered:  # the first assignment: the queue is complete
                 self.ordered = True
-                for scope in reversed(START_FIRST):
-                    if scope in self.workqueue:
+                for prefix in reversed(START_FIRST):
+                    for scope in [s for s in self.workqueue if s.startswith(prefix)][::-1]:
                         self.workqueue.move_to_end(scope, last=False)
             super()._assign_work_unit(node)
 

@@ -1,9 +1,10 @@
 """The browser tests' shared fixtures: one Chromium, one website build and one JupyterLab.
 
-Each is made once per pytest process (``scope="session"``), and tests/ groups the three browser
-modules into one xdist work unit (``BROWSER_MODULES`` in the root conftest.py), so in a parallel
-run they share one of each too. The website is built at most once per test run even across
-workers (a lock and a stamp naming the run), so no worker deletes the site another one serves.
+Each is made once per pytest process (``scope="session"``). The root conftest.py puts the
+browser tests in two xdist work units, "site" (the website and its decks) and "lab" (JupyterLab
+and RISE), so that the two workers share them; each unit starts its own Chromium. The website is
+built at most once per test run even across workers (a lock and a stamp naming the run), so no
+worker deletes the site another one serves.
 """
 
 from __future__ import annotations
@@ -107,6 +108,7 @@ def lab(tmp_path_factory):
             (root / "notebooks" / f"{path.stem}.widgets.ipynb").write_text(
                 json.dumps(prefix), encoding="utf-8"
             )
+    shutil.copy(NOTEBOOKS / "rise.css", root / "notebooks" / "rise.css")  # RISE's style sheet
     rise = slides.with_slides(nbformat.read(NOTEBOOKS / f"{RISE_CHAPTER}.ipynb", as_version=4))
     nbformat.write(rise, root / "notebooks" / f"{RISE_CHAPTER}.rise.ipynb")
     probe = nbformat.v4.new_notebook()  # for test_the_test_sees_an_error_output

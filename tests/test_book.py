@@ -303,10 +303,13 @@ def check_page(visit: Visit, page: str, shot: str) -> None:
 
 @pytest.mark.browser
 @pytest.mark.parametrize("page", browser_pages(), ids=page_id)
-def test_page_in_browser(browser, site_url: str, page: str) -> None:
-    with Visit(browser, site_url + f"{page}.html") as visit:
+def test_page_in_browser(browser, site_url: str, axe_js: Path, page: str) -> None:
+    """Every page renders (check_page), then passes the accessibility audit in both themes
+    (audit_accessibility): one visit for both, as a page load costs more than either check."""
+    with open_in_theme(browser, site_url + f"{page}.html", THEMES[0]) as visit:
         assert visit.response is not None and visit.response.status == 200
         check_page(visit, page, page_id(page))
+        audit_accessibility(visit, page, axe_js)
 
 
 @pytest.mark.browser
@@ -478,43 +481,37 @@ def switch_theme(pg, theme: str) -> None:
     pg.wait_for_timeout(300)  # the new styles applied (no transition: colours are final)
 
 
-@pytest.mark.browser
-@pytest.mark.parametrize("page", browser_pages(), ids=page_id)
-def test_page_is_accessible(browser, site_url: str, axe_js: Path, page: str) -> None:
+def audit_accessibility(visit: Visit, page: str, axe_js: Path) -> None:
     """axe-core finds no missing alt text, no serious contrast failure and no unnamed control,
     in the light and the dark theme; figures keep a light background behind them in the dark
-    theme; figures' alt text is text; nothing leaves the host. One visit audits both themes."""
-    with open_in_theme(browser, site_url + f"{page}.html", THEMES[0]) as visit:
-        pg = visit.page
-        assert visit.response is not None and visit.response.status == 200
-        settle(pg, page)
-        (ARTIFACTS / "a11y").mkdir(parents=True, exist_ok=True)
-        for theme in THEMES:
-            if theme != THEMES[0]:
-                switch_theme(pg, theme)
-            assert pg.evaluate("() => document.documentElement.dataset.theme") == theme
-            violations = axe_violations(pg, axe_js)
-            if page in FULL_SHOTS:
-                shot = ARTIFACTS / "a11y" / f"{page_id(page)}-{theme}.png"
-                pg.screenshot(path=str(shot), full_page=True)
-            with open(ARTIFACTS / "a11y" / "violations.jsonl", "a", encoding="utf-8") as log:
-                log.write(json.dumps({"page": page, "theme": theme, "violations": violations}))
-                log.write("\n")
-            bad = failing(violations)
-            assert not bad, f"{page} ({theme}): accessibility violations:\n" + "\n".join(bad)
-            backgrounds = pg.evaluate(
-                "() => [...document.querySelectorAll('.cell_output img')]"
-                ".map(i => getComputedStyle(i).backgroundColor)"
-            )
-            dark = [b for b in backgrounds if _luminance(b, theme) < 0.5]
-            assert not dark, f"{page} ({theme}): figures on a dark background: {dark[:3]}"
-        # Sphinx writes an image's file name as its alt when it has none: that is no text
-        alts = pg.evaluate(
-            "() => [...document.querySelectorAll('.cell_output img')].map(i => i.alt)"
+    theme; figures' alt text is text; nothing leaves the host. Both themes on the open page."""
+    pg = visit.page
+    settle(pg, page)
+    (ARTIFACTS / "a11y").mkdir(parents=True, exist_ok=True)
+    for theme in THEMES:
+        if theme != THEMES[0]:
+            switch_theme(pg, theme)
+        assert pg.evaluate("() => document.documentElement.dataset.theme") == theme
+        violations = axe_violations(pg, axe_js)
+        if page in FULL_SHOTS:
+            shot = ARTIFACTS / "a11y" / f"{page_id(page)}-{theme}.png"
+            pg.screenshot(path=str(shot), full_page=True)
+        with open(ARTIFACTS / "a11y" / "violations.jsonl", "a", encoding="utf-8") as log:
+            log.write(json.dumps({"page": page, "theme": theme, "violations": violations}))
+            log.write("\n")
+        bad = failing(violations)
+        assert not bad, f"{page} ({theme}): accessibility violations:\n" + "\n".join(bad)
+        backgrounds = pg.evaluate(
+            "() => [...document.querySelectorAll('.cell_output img')]"
+            ".map(i => getComputedStyle(i).backgroundColor)"
         )
-        unnamed = [a for a in alts if not a.strip() or re.search(r"\.(png|jpe?g|svg|gif)$", a)]
-        assert not unnamed, f"{page}: figures whose alt text is a file name or empty: {unnamed}"
-        assert not visit.blocked and not visit.remote_requests(), f"{page}: requests left the host"
+        dark = [b for b in backgrounds if _luminance(b, theme) < 0.5]
+        assert not dark, f"{page} ({theme}): figures on a dark background: {dark[:3]}"
+    # Sphinx writes an image's file name as its alt when it has none: that is no text
+    alts = pg.evaluate("() => [...document.querySelectorAll('.cell_output img')].map(i => i.alt)")
+    unnamed = [a for a in alts if not a.strip() or re.search(r"\.(png|jpe?g|svg|gif)$", a)]
+    assert not unnamed, f"{page}: figures whose alt text is a file name or empty: {unnamed}"
+    assert not visit.blocked and not visit.remote_requests(), f"{page}: requests left the host"
 
 
 def _luminance(css_colour: str, theme: str) -> float:

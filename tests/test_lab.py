@@ -7,9 +7,9 @@
 free port, with a token and settings of its own; the committed notebooks are never opened. For
 each chapter the test opens the notebook and checks that the MyST markup renders (citations,
 exercise directives: jupyterlab-myst); then it opens the chapter up to its last widget (a copy
-cut after that cell), restarts the kernel, runs every cell, and asserts: no error output, every
-widget rendered, one control per widget moved and its output changed, no console error, no
-request outside 127.0.0.1. The cells after the last widget (exercises, the testing appendix) are
+cut after that cell), runs every cell in the kernel it opened with, and asserts: no error
+output, every widget rendered, one control per widget moved and its output changed, no console
+error, no request outside 127.0.0.1. The cells after the last widget (exercises, the testing appendix) are
 not run here: nbval runs every cell of every chapter and compares their outputs; this test
 checks what only a browser can see. Screenshots go to ``tests/artifacts/lab-<chapter>.png``
 (rendering) and ``lab-<chapter>-widgets.png`` (after the run).
@@ -77,6 +77,13 @@ class LabVisit(Visit):
         self.page.wait_for_selector(
             ".jp-Notebook-ExecutionIndicator, .jp-KernelStatus", timeout=60_000
         )
+
+    def run_all(self) -> None:
+        """Run every cell in the kernel the notebook opened with (a fresh one: each visit's
+        kernels are shut down after it), as a person would: the Run menu."""
+        pg = self.page
+        pg.locator(".lm-MenuBar-itemLabel", has_text="Run").first.click()
+        pg.locator(".lm-Menu-itemLabel", has_text="Run All Cells").first.click()
 
     def restart_and_run_all(self) -> None:
         """Restart the kernel and run every cell, as a person would: the notebook toolbar's
@@ -271,19 +278,16 @@ def test_chapter_in_jupyterlab(lab: LabServer, browser, chapter: str) -> None:
 
 
 def run_widgets(lab: LabServer, browser, chapter: str, nb: dict) -> None:
-    """Restart the kernel of the chapter's widget copy, run every cell, move every widget."""
+    """Open the chapter's widget copy, run every cell, move every widget."""
     n_widgets = widget_views(nb)
     visit = LabVisit(browser, lab, f"{chapter}.widgets")
     pg = visit.page
     try:
-        # restart the kernel and run every cell, once the kernel that opened with the notebook
-        # is idle (restarting a kernel whose websocket is still connecting breaks the connection
-        # in jupyter_server 2.21: "struct.error" in deserialize_binary_message, then no reply)
+        # run every cell in the fresh kernel the notebook opened with, once it is idle (the
+        # previous visit's kernels were shut down; no restart: a chapter starts one kernel here)
         pg.wait_for_function(JS_KERNEL_IDLE, timeout=120_000)
-        pg.wait_for_timeout(1_000)
         start = time.monotonic()
-        visit.restart_and_run_all()
-        time.sleep(2)
+        visit.run_all()
         wait_for_run(visit, nb, start)
         errors = pg.evaluate(JS_ERRORS)
         assert not errors, f"{chapter}: error output in JupyterLab:\n" + "\n---\n".join(errors)

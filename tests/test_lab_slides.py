@@ -150,62 +150,66 @@ JS_LEAVES = """() => [...document.querySelectorAll('.reveal .slides section')]
     .filter(s => !s.querySelector('section'))"""
 
 
+#: What RISE's slideshow page cannot do, upstream (README, "In JupyterLab"): it is its own small
+#: app, built against JupyterLab 4.3, without the shared modules that jupyterlab-myst 2.7.0
+#: (@jupyterlab/markdownviewer) and the widget manager 5.0.16 (@jupyterlab/console) need, so
+#: MyST markup shows as plain markdown and widgets are not drawn; and it asks for the optional
+#: style sheet ``<notebook>.css`` beside the notebook, which the chapters do not have (the server
+#: answers 404 with an HTML page). The test asserts these are the only console errors, and says
+#: so when one of them goes away (an upstream fix: drop it here and from the README).
+RISE_KNOWN = {
+    "myst": r"Shared module @jupyterlab/markdownviewer doesn't exist",
+    "widgets": r"Shared module @jupyterlab/console doesn't exist",
+    "style sheet probe": r"Refused to apply style from '[^']*/\d\d_\w+(\.rise)?\.css'",
+    "recursion in the failed extension load": r"Maximum call stack size exceeded",
+}
+
+
 @pytest.mark.browser
-@pytest.mark.skip(
-    reason="hangs since it moved onto the shared Lab server (seen 2026-11-25: no progress for "
-    "minutes after the navigation, with the page's script in a loop); it was an expected "
-    "failure before (below). To be repaired: a follow-up in the closing note of issue 29"
-)
-@pytest.mark.xfail(
-    reason="jupyterlab-rise 0.43.1's slideshow page (its own app, built against JupyterLab 4.3) "
-    "cannot load jupyterlab-myst 2.7.0 or the widget manager 5.0.16 (shared modules "
-    "@jupyterlab/markdownviewer and @jupyterlab/console missing: console errors, MyST raw, "
-    "widgets not drawn); its default theme fetches fonts.googleapis.com, and theme 'white' "
-    "set in tools/lab.py TEST_SETTINGS fails to load its CSS. Slides, math and navigation work.",
-    strict=False,
-)
 def test_rise_slideshow_in_jupyterlab(browser, lab) -> None:
-    """jupyterlab-rise presents a chapter (slide types as tools/slides.py sets them) in Lab."""
+    """jupyterlab-rise presents a chapter (slide types as tools/slides.py sets them) in Lab:
+    every slide, typeset math, navigation, the course's rise.css, nothing from other hosts, and
+    no console error but RISE_KNOWN.
+
+    Every wait has a time-out (no bare ``evaluate``, which waits forever on a page whose script
+    is stuck in a loop)."""
     n = slides.count_slides(slides.with_slides(read(RISE_CHAPTER)))
     want = n["slides"] + n["subslides"]
     # the shared Lab server holds the chapter with its slide types as NN_x.rise.ipynb
     url = f"{lab.base}/rise/notebooks/{RISE_CHAPTER}.rise.ipynb?token={lab.token}"
+    present = "document.querySelector('.reveal .slides section.present')"
     with Visit(browser, None, schemes=DECK_SCHEMES, viewport=(1280, 800)) as visit:
         pg = visit.page
         try:
-            pg.goto(url)
-            pg.wait_for_function(f"() => ({JS_LEAVES})().length >= {want}", timeout=120_000)
-            assert pg.evaluate(f"() => ({JS_LEAVES})().length") == want
+            pg.goto(url, timeout=60_000)
+            pg.wait_for_function(f"() => ({JS_LEAVES})().length === {want}", timeout=120_000)
             pg.wait_for_selector("mjx-container", state="attached", timeout=60_000)
-            assert pg.locator("mjx-merror").count() == 0, "TeX errors in the slideshow"
-            pg.wait_for_selector(".reveal .slides section.present", timeout=60_000)
-            first = pg.evaluate(
-                "() => document.querySelector('.reveal .slides section.present').innerText"
-            )
+            pg.wait_for_function("() => !document.querySelector('mjx-merror')", timeout=10_000)
+            first = pg.wait_for_function(f"() => {present} && {present}.innerText", timeout=60_000)
             pg.keyboard.press("ArrowRight")
             pg.wait_for_function(
-                "t => document.querySelector('.reveal .slides section.present').innerText !== t",
-                arg=first,
+                f"t => {present}.innerText !== t", arg=first.json_value(), timeout=10_000
+            )
+            # the course's style sheet for RISE (notebooks/rise.css) reached the page
+            pg.wait_for_function(
+                "() => getComputedStyle(document.querySelector('.reveal'))"
+                ".getPropertyValue('--course-rise').trim() === '1'",
                 timeout=10_000,
             )
             ARTIFACTS.mkdir(exist_ok=True)
-            pg.screenshot(path=str(ARTIFACTS / f"rise-{RISE_CHAPTER}.png"))
+            pg.screenshot(path=str(ARTIFACTS / f"rise-{RISE_CHAPTER}.png"), timeout=30_000)
         finally:
             lab.shutdown_kernels()
     assert not visit.blocked, f"the slideshow asked other hosts for: {visit.blocked[:5]}"
-    # Known: RISE's slideshow page is its own small app (built against JupyterLab 4.3), in
-    # which jupyterlab-myst 2.7.0 cannot load (no shared @jupyterlab/markdownviewer there), so
-    # markdown shows as plain markdown in the slideshow and the console logs the failure.
-    known = re.compile(
-        r"Shared module @jupyterlab/markdownviewer doesn't exist|Maximum call stack size exceeded"
-    )
-    other = [e for e in visit.errors if not known.search(e)]
+    seen = {
+        k for k, pattern in RISE_KNOWN.items() if any(re.search(pattern, e) for e in visit.errors)
+    }
+    other = [e for e in visit.errors if not any(re.search(p, e) for p in RISE_KNOWN.values())]
     assert not other, f"console errors in the RISE slideshow: {other[:5]}"
-    if visit.errors:
-        pytest.xfail(
-            "jupyterlab-rise 0.43.1 cannot load jupyterlab-myst 2.7.0 in its slideshow page "
-            f"({len(visit.errors)} console errors; MyST markup shown raw on the slides)"
-        )
+    gone = {"myst", "widgets"} - seen
+    assert not gone, (
+        f"RISE now loads {sorted(gone)}: an upstream fix; update RISE_KNOWN and the README"
+    )
 
 
 def test_annotate_writes_slide_types_into_a_source_and_nothing_else(tmp_path) -> None:

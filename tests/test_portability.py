@@ -17,7 +17,12 @@ from pathlib import Path
 
 import pytest
 
+from tests._root import root_conftest
+
 ROOT = Path(__file__).resolve().parent.parent
+
+
+PORTABILITY_NOTEBOOKS: dict[str, int] = root_conftest().PORTABILITY_NOTEBOOKS
 
 
 def machine_sensitive_paths() -> list[str]:
@@ -32,18 +37,36 @@ def machine_sensitive_paths() -> list[str]:
     return [*files, "notebooks"]
 
 
+def chunks() -> dict[str, list[str]]:
+    """The re-run in parts that the two workers share (conftest.py makes each test of this
+    module a work unit of its own): the marked tests together, and each marked notebook alone,
+    the slowest first."""
+    paths = machine_sensitive_paths()
+    notebooks = sorted(PORTABILITY_NOTEBOOKS, key=lambda n: -PORTABILITY_NOTEBOOKS[n])
+    return {
+        "tests": [p for p in paths if p != "notebooks"],
+        **{n.removesuffix(".ipynb"): [f"notebooks/{n}"] for n in notebooks},
+    }
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("capability", ["default"])
-def test_machine_sensitive_tests_pass_with_another_cpus_kernels(capability):
-    env = {**os.environ, "ATEN_CPU_CAPABILITY": capability, "COURSE_DEVICE": "cpu"}
-    cmd = [
-        sys.executable, "-m", "pytest", "-q", "-p", "no:xdist", "-p", "no:cacheprovider",
-        "-m", "portability", *machine_sensitive_paths(),
-    ]  # fmt: skip
+@pytest.mark.parametrize("chunk", list(chunks()))
+def test_machine_sensitive_tests_pass_with_another_cpus_kernels(chunk):
+    env = {**os.environ, "ATEN_CPU_CAPABILITY": "default", "COURSE_DEVICE": "cpu"}
+    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:xdist", "-p", "no:cacheprovider"]
+    cmd += ["-m", "portability", *chunks()[chunk]]
     run = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
     tail = run.stdout[-3000:] + run.stderr[-2000:]
-    assert run.returncode == 0, f"ATEN_CPU_CAPABILITY={capability}:\n{tail}"
-    assert " passed" in run.stdout and "deselected" in run.stdout, tail
+    assert run.returncode == 0, f"ATEN_CPU_CAPABILITY=default, {chunk}:\n{tail}"
+    assert " passed" in run.stdout, tail
+
+
+def test_the_chunks_cover_every_marked_file_and_notebook_once():
+    parts = [p for chunk in chunks().values() for p in chunk]
+    assert len(parts) == len(set(parts))
+    assert set(parts) == {p for p in machine_sensitive_paths() if p != "notebooks"} | {
+        f"notebooks/{n}" for n in PORTABILITY_NOTEBOOKS
+    }
 
 
 def test_the_re_run_collects_every_machine_sensitive_test():

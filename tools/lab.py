@@ -36,8 +36,8 @@ TEST_SETTINGS = {
     "@jupyterlab/apputils-extension/notification": {"fetchNews": "false", "checkForUpdates": False},
     "@jupyterlab/apputils-extension/sessionDialogs": {"skipKernelRestartDialog": True},
     # RISE's default theme ("simple") loads its fonts from fonts.googleapis.com; "white" has
-    # its fonts in the package
-    "jupyterlab-rise/plugin": {"theme": "white"},
+    # its fonts in the package; no transition, so the screenshot shows one whole slide
+    "jupyterlab-rise/plugin": {"theme": "white", "transition": "none"},
 }
 
 
