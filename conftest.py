@@ -19,9 +19,12 @@ settings.load_profile("course")
 # notebook sources are jupytext files, not modules
 collect_ignore_glob = ["notebooks/*.py", "book/*", ".venv/*"]
 
-# Notebooks whose stored outputs come from training: their nbval items count as
-# machine-sensitive, so tests/test_portability.py re-runs them with another CPU's kernels.
-PORTABILITY_NOTEBOOKS = {  # name: seconds in nbval on a clean clone (the re-run starts the slowest first)
+# Notebooks whose stored outputs depend on the CPU's kernels (training, low-precision rounding):
+# their nbval items count as machine-sensitive. ./course test runs every notebook under the
+# portable kernels (--nbval-kernels=portable); a run with the native ones (plain pytest) re-runs
+# these under the portable kernels in tests/test_portability.py. Value: seconds in nbval on a
+# clean clone (the re-run starts the slowest first).
+PORTABILITY_NOTEBOOKS = {
     "08_gpt.ipynb": 44,
     "10_feedback_distillation.ipynb": 41,
     "09_bert.ipynb": 41,
@@ -30,6 +33,7 @@ PORTABILITY_NOTEBOOKS = {  # name: seconds in nbval on a clean clone (the re-run
     "05_transformer_block.ipynb": 18,
     "04_attention.ipynb": 11,
     "06_positional_encodings.ipynb": 10,
+    "12_number_formats.ipynb": 13,
 }
 
 
@@ -49,6 +53,15 @@ def pytest_addoption(parser):
         help="the quick tier: unit tests, doctests, conformance, exercise checkers and bad "
         "input; no notebooks, website, browser or tests marked slow (see conftest.py)",
     )
+    parser.addoption(
+        "--nbval-kernels",
+        choices=("native", "portable"),
+        default="native",
+        help="the CPU kernels nbval's notebook kernels use: this machine's (native, the "
+        "default) or PyTorch's portable ones (ATEN_CPU_CAPABILITY=default), as ./course test "
+        "asks: the notebooks' stored outputs then hold on another CPU's kernels, and "
+        "tests/test_portability.py re-runs only the marked unit tests",
+    )
 
 
 def pytest_ignore_collect(collection_path, config):
@@ -61,6 +74,12 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if item.path.name in PORTABILITY_NOTEBOOKS:
             item.add_marker(pytest.mark.portability)
+    if config.getoption("nbval_kernels") == "portable":
+        # nbval runs every notebook under the portable kernels already: no second run of them
+        again = [i for i in items if _reruns_a_notebook(i)]
+        if again:
+            config.hook.pytest_deselected(items=again)
+            items[:] = [i for i in items if not _reruns_a_notebook(i)]
     if config.getoption("quick"):
         slow = [
             i
@@ -74,13 +93,43 @@ def pytest_collection_modifyitems(config, items):
             items[:] = [i for i in items if i not in drop]
 
 
+def _reruns_a_notebook(item) -> bool:
+    """A test of tests/test_portability.py that re-runs a notebook under the portable kernels."""
+    spec = getattr(item, "callspec", None)
+    return (
+        item.path.name == "test_portability.py"
+        and spec is not None
+        and spec.params.get("chunk") not in (None, "tests")
+    )
+
+
+def portable_notebook_kernels() -> None:
+    """nbval's kernels start with ATEN_CPU_CAPABILITY=default (read once, as PyTorch starts):
+    only the notebooks' kernels, not this process or the other subprocesses of the tests."""
+    import nbval.kernel
+
+    start = nbval.kernel.start_new_kernel
+    if getattr(start, "portable", False):
+        return
+
+    def start_portable(*args, **kwargs):
+        kwargs["env"] = {**kwargs.get("env", os.environ), "ATEN_CPU_CAPABILITY": "default"}
+        return start(*args, **kwargs)
+
+    start_portable.portable = True
+    nbval.kernel.start_new_kernel = start_portable
+
+
 # -- the parallel run (pytest-xdist, --dist loadscope) --------------------------------------
 
 
 def pytest_configure(config):
     """In a parallel run each worker uses its share of the cores, not all of them: n workers
     with n threads each on n cores spend their time waiting on one another (OpenMP threads
-    spin). Tests that need more threads set them themselves; OMP_NUM_THREADS, if set, wins."""
+    spin). Tests that need more threads set them themselves; OMP_NUM_THREADS, if set, wins.
+    With ``--nbval-kernels=portable`` the notebooks' kernels use PyTorch's portable kernels."""
+    if config.getoption("nbval_kernels", "native") == "portable":
+        portable_notebook_kernels()
     workers = os.environ.get("PYTEST_XDIST_WORKER_COUNT")
     if workers and "OMP_NUM_THREADS" not in os.environ:
         import torch

@@ -304,6 +304,9 @@ def cmd_test(args: list[str]) -> None:
         web_assets()
         browser()
         run([venv_python(), "-m", "course_lib.doctor", "--browser"])
+        if not any(a.startswith("--nbval-kernels") for a in args):
+            # the notebooks' outputs checked once, under another CPU's kernels (conftest.py)
+            args = ["--nbval-kernels=portable", *args]
     run([venv_python(), "-m", "ruff", "check", "."])
     run([venv_python(), "-m", "ruff", "format", "--check", "."])
     module("pytest -n auto --dist loadscope", args)

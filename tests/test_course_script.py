@@ -196,3 +196,13 @@ def test_the_examples_in_course_py_run():
     import doctest
 
     assert doctest.testmod(course).failed == 0
+
+
+def test_the_full_run_checks_the_notebooks_under_the_portable_kernels(tmp_path):
+    env = {**os.environ, "COURSE_VENV": str(tmp_path / "venv"), "CHROMIUM": "/bin/true"}
+    out = _course("--dry-run", "test", "-x", env=env)
+    assert out.returncode == 0, out.stderr
+    last = out.stdout.strip().splitlines()[-1]
+    assert last.endswith("--dist loadscope --nbval-kernels=portable -x"), last
+    mine = _course("--dry-run", "test", "--nbval-kernels=native", env=env)
+    assert mine.stdout.strip().splitlines()[-1].endswith("loadscope --nbval-kernels=native")

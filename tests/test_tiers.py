@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from tests._root import root_conftest
+
 ROOT = Path(__file__).resolve().parent.parent
 PROBE = ["tests/test_portability.py", "tests/test_lab_slides.py", "notebooks/02_softmax.ipynb"]
 
@@ -30,8 +32,6 @@ def test_quick_leaves_out_notebooks_and_slow_or_browser_tests_and_the_full_run_k
 
 
 def test_the_browser_tests_and_the_portability_re_run_are_split_into_units_both_workers_share():
-    from tests._root import root_conftest
-
     work_unit = root_conftest().work_unit
 
     assert work_unit("tests/test_book.py::test_page_in_browser[index]") == "site"
@@ -41,3 +41,27 @@ def test_the_browser_tests_and_the_portability_re_run_are_split_into_units_both_
     one = "tests/test_portability.py::test_machine_sensitive_tests_pass_with_another_cpus_kernels"
     assert work_unit(f"{one}[08_gpt]") != work_unit(f"{one}[09_bert]")
     assert work_unit("tests/test_gpt.py::test_x") is None  # its module, as loadscope does
+
+
+def test_portable_notebook_kernels_get_the_capability_and_nothing_else_does(monkeypatch):
+    import nbval.kernel
+
+    seen = {}
+    monkeypatch.setattr(nbval.kernel, "start_new_kernel", lambda **kw: seen.update(kw))
+    root_conftest().portable_notebook_kernels()
+    nbval.kernel.start_new_kernel(kernel_name="python3", cwd="/tmp")
+    assert seen["env"]["ATEN_CPU_CAPABILITY"] == "default" and seen["cwd"] == "/tmp"
+
+
+def test_with_portable_notebook_kernels_the_portability_re_run_keeps_only_the_unit_tests():
+    run = subprocess.run(
+        [sys.executable, "-m", "pytest", "--co", "-q", "--nbval-kernels=portable",
+         "tests/test_portability.py"],
+        cwd=ROOT, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stdout + run.stderr
+    kept = [ln for ln in run.stdout.splitlines() if "kernels[" in ln]
+    assert kept == [
+        "tests/test_portability.py::"
+        "test_machine_sensitive_tests_pass_with_another_cpus_kernels[tests]"
+    ], run.stdout

@@ -85,7 +85,7 @@ def render_html(config: DecoderConfig, nominal: float | None = None) -> str:
     c = config.block
     if c.d_attn != c.d_model:
         lines.append(
-            f"<span style='color:#D55E00'>n_heads × d_head = {c.d_attn} ≠ d_model = "
+            f"<span style='color:#A63D00'>n_heads × d_head = {c.d_attn} ≠ d_model = "
             f"{c.d_model}</span>"
         )
     return (
