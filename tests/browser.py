@@ -155,6 +155,21 @@ def widget_views(nb: dict) -> int:
 
 
 def up_to_last_widget(nb: dict) -> dict | None:
-    """The notebook cut after its last cell that displays a widget (None: it shows none)."""
+    """The notebook as the Lab test runs it (None: it shows no widget): every markdown cell
+    kept (the MyST check reads them all), the code cells up to the last one that displays a
+    widget kept without their stored outputs and prompts (so what the page shows after "Run
+    All" is this run's), and the code cells after it made raw cells (shown, never run)."""
     shows = widget_cells(nb)
-    return {**nb, "cells": nb["cells"][: shows[-1] + 1]} if shows else None
+    if not shows:
+        return None
+    cells = []
+    for i, c in enumerate(nb["cells"]):
+        if c["cell_type"] != "code":
+            cells.append(c)
+        elif i <= shows[-1]:
+            cells.append({**c, "outputs": [], "execution_count": None})
+        else:
+            cells.append(
+                {"cell_type": "raw", "metadata": c.get("metadata", {}), "source": c["source"]}
+            )
+    return {**nb, "cells": cells}

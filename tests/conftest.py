@@ -91,9 +91,10 @@ def site_url(site: Path):
 def lab(tmp_path_factory):
     """JupyterLab on a random free port, serving a copy of notebooks/ (and book/ for links).
 
-    Beside each chapter: ``NN_x.widgets.ipynb``, the chapter cut after its last widget
-    (tests/test_lab.py runs it), and for :data:`RISE_CHAPTER` ``NN_x.rise.ipynb``, the chapter
-    with its slide types (tests/test_lab_slides.py presents it); ``probe_error.ipynb`` at the root.
+    Beside each chapter: ``NN_x.widgets.ipynb``, the chapter whose code stops at its last
+    widget (tests/browser.py up_to_last_widget; tests/test_lab.py runs it); for
+    :data:`RISE_CHAPTER` ``NN_x.rise.ipynb``, the chapter with its slide types
+    (tests/test_lab_slides.py presents it); ``probe_error.ipynb`` at the root.
     """
     from tools import slides
     from tools.lab import TEST_SETTINGS, LabServer

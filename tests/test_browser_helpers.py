@@ -88,7 +88,7 @@ def test_serve_serves_a_folder_on_localhost(tmp_path):
             assert r.read() == b"hello"
 
 
-def test_up_to_last_widget_cuts_after_the_last_widget_and_skips_progress_bars():
+def test_up_to_last_widget_stops_the_code_after_the_last_widget_and_skips_progress_bars():
     view = "application/vnd.jupyter.widget-view+json"
     state = {
         "bar": {"model_name": "HBoxModel", "state": {"children": ["IPY_MODEL_p"]}},
@@ -98,11 +98,13 @@ def test_up_to_last_widget_cuts_after_the_last_widget_and_skips_progress_bars():
 
     def cell(model=None):
         outputs = [{"data": {view: {"model_id": model}}}] if model else []
-        return {"cell_type": "code", "outputs": outputs}
+        return {"cell_type": "code", "outputs": outputs, "source": "", "execution_count": 1}
 
     nb = {
         "metadata": {"widgets": {"application/vnd.jupyter.widget-state+json": {"state": state}}},
         "cells": [cell(), cell("w"), cell(), cell("bar"), cell()],
     }
-    assert len(up_to_last_widget(nb)["cells"]) == 2
+    cut = up_to_last_widget(nb)["cells"]
+    assert [c["cell_type"] for c in cut] == ["code", "code", "raw", "raw", "raw"]
+    assert all(c["outputs"] == [] and c["execution_count"] is None for c in cut[:2])
     assert up_to_last_widget({**nb, "cells": [cell(), cell("bar")]}) is None

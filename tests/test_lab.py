@@ -5,11 +5,11 @@
 
 ``jupyter lab`` (tools/lab.py) serves a temporary copy of the notebooks on 127.0.0.1, on a random
 free port, with a token and settings of its own; the committed notebooks are never opened. For
-each chapter the test opens the notebook and checks that the MyST markup renders (citations,
-exercise directives: jupyterlab-myst); then it opens the chapter up to its last widget (a copy
-cut after that cell), runs every cell in the kernel it opened with, and asserts: no error
-output, every widget rendered, one control per widget moved and its output changed, no console
-error, no request outside 127.0.0.1. The cells after the last widget (exercises, the testing appendix) are
+each chapter the test opens one copy of the notebook (every markdown cell; the code up to its
+last widget, without stored outputs; the code after it as raw cells), checks that the MyST
+markup renders (citations, exercise directives: jupyterlab-myst), runs every code cell in the
+kernel it opened with, and asserts: no error output, every widget rendered, one control per
+widget moved and its output changed, no console error, no request outside 127.0.0.1. The cells after the last widget (exercises, the testing appendix) are
 not run here: nbval runs every cell of every chapter and compares their outputs; this test
 checks what only a browser can see. Screenshots go to ``tests/artifacts/lab-<chapter>.png``
 (rendering) and ``lab-<chapter>-widgets.png`` (after the run).
@@ -239,88 +239,85 @@ def output_changes(pg, root, before: str, timeout_ms: int) -> bool:
 
 @pytest.mark.parametrize("chapter", chapters())
 def test_chapter_in_jupyterlab(lab: LabServer, browser, chapter: str) -> None:
-    # what the server serves: a copy taken when it started (never the committed file)
+    # what the server serves: a copy taken when it started (never the committed file); the
+    # test opens NN_x.widgets.ipynb, the chapter as up_to_last_widget (tests/browser.py) makes it
     nb = json.loads((lab.root / "notebooks" / f"{chapter}.ipynb").read_text(encoding="utf-8"))
     assert lab.root.resolve() != ROOT.resolve()
+    copy = lab.root / "notebooks" / f"{chapter}.widgets.ipynb"
+    assert copy.is_file(), f"{chapter} displays no widget"
+    run_nb = json.loads(copy.read_text(encoding="utf-8"))
     expected = myst_counts(nb)
-    visit = LabVisit(browser, lab, chapter)
-    pg = visit.page
-    try:
-        # MyST renders (jupyterlab-myst): no directive or role left as raw text
-        n_md = sum(  # an empty markdown cell stays an (empty) editor in Lab: not counted
-            c["cell_type"] == "markdown"
-            and "".join(c["source"]).strip() != ""
-            and not c.get("metadata", {}).get("jupyter", {}).get("source_hidden")
-            for c in nb["cells"]
-        )
-        pg.wait_for_function(
-            f"() => document.querySelectorAll('.jp-MarkdownCell .myst').length >= {n_md}",
-            timeout=120_000,
-        )
-        raw = pg.evaluate(JS_RAW_MYST)
-        assert not raw, f"{chapter}: MyST markup shown raw in JupyterLab: {raw[:3]}"
-        myst = pg.evaluate(JS_MYST)
-        assert myst["exercise"] == expected["exercise"], (
-            f"{chapter}: {expected['exercise']} exercise directives, {myst['exercise']} rendered"
-        )
-        if expected["cite"]:
-            assert myst["cite"] >= expected["cite"], f"{chapter}: citations not rendered ({myst})"
-        pg.wait_for_function(JS_KERNEL_IDLE, timeout=120_000)
-    finally:
-        pg.screenshot(path=str(ARTIFACTS / f"lab-{chapter}.png"))
-        visit.close()
-        lab.shutdown_kernels()
-    visit.check(chapter)
-
-    prefix = lab.root / "notebooks" / f"{chapter}.widgets.ipynb"
-    assert prefix.is_file(), f"{chapter} displays no widget"
-    run_widgets(lab, browser, chapter, json.loads(prefix.read_text(encoding="utf-8")))
-
-
-def run_widgets(lab: LabServer, browser, chapter: str, nb: dict) -> None:
-    """Open the chapter's widget copy, run every cell, move every widget."""
-    n_widgets = widget_views(nb)
     visit = LabVisit(browser, lab, f"{chapter}.widgets")
     pg = visit.page
     try:
-        # run every cell in the fresh kernel the notebook opened with, once it is idle (the
-        # previous visit's kernels were shut down; no restart: a chapter starts one kernel here)
-        pg.wait_for_function(JS_KERNEL_IDLE, timeout=120_000)
-        start = time.monotonic()
-        visit.run_all()
-        wait_for_run(visit, nb, start)
-        errors = pg.evaluate(JS_ERRORS)
-        assert not errors, f"{chapter}: error output in JupyterLab:\n" + "\n---\n".join(errors)
-
-        # every widget rendered, and one control of each moves its output
-        pg.wait_for_function(
-            f"() => document.querySelectorAll('.jp-OutputArea-output .jupyter-widgets').length > 0"
-            f" && document.querySelectorAll('.jp-OutputArea-output .widget-html-content, "
-            f".jp-OutputArea-output .widget-output').length >= {n_widgets}",
-            timeout=60_000,
-        )
-        roots = widget_roots(pg)
-        assert roots.count() == n_widgets, f"{chapter}: {n_widgets} widgets, {roots.count()} shown"
-        failed = pg.locator(".jp-OutputArea-output", has_text="Error displaying widget")
-        assert failed.count() == 0, f"{chapter}: a widget failed to render"
-        for i in range(n_widgets):
-            root = roots.nth(i)
-            root.scroll_into_view_if_needed()
-            before = output_of(root)
-            assert before, f"{chapter}: widget {i} shows nothing"
-            actions = [move_one_control(root, 0)]
-            changed = output_changes(pg, root, before, 20_000)
-            if not changed:
-                actions.append(move_one_control(root, 1))
-                changed = output_changes(pg, root, before, 20_000)
-            assert changed, f"{chapter}: widget {i}: output unchanged after {actions}"
-        roots.first.scroll_into_view_if_needed()
-        pg.wait_for_timeout(500)
+        check_myst(pg, chapter, nb, expected)
+        pg.screenshot(path=str(ARTIFACTS / f"lab-{chapter}.png"))
+        run_widgets(visit, chapter, run_nb, widget_views(nb))
     finally:
         pg.screenshot(path=str(ARTIFACTS / f"lab-{chapter}-widgets.png"))
         visit.close()
         lab.shutdown_kernels()  # one chapter's kernel at a time
     visit.check(chapter)
+
+
+def check_myst(pg, chapter: str, nb: dict, expected: dict[str, int]) -> None:
+    """MyST renders (jupyterlab-myst): no directive or role left as raw text."""
+    n_md = sum(  # an empty markdown cell stays an (empty) editor in Lab: not counted
+        c["cell_type"] == "markdown"
+        and "".join(c["source"]).strip() != ""
+        and not c.get("metadata", {}).get("jupyter", {}).get("source_hidden")
+        for c in nb["cells"]
+    )
+    pg.wait_for_function(
+        f"() => document.querySelectorAll('.jp-MarkdownCell .myst').length >= {n_md}",
+        timeout=120_000,
+    )
+    raw = pg.evaluate(JS_RAW_MYST)
+    assert not raw, f"{chapter}: MyST markup shown raw in JupyterLab: {raw[:3]}"
+    myst = pg.evaluate(JS_MYST)
+    assert myst["exercise"] == expected["exercise"], (
+        f"{chapter}: {expected['exercise']} exercise directives, {myst['exercise']} rendered"
+    )
+    if expected["cite"]:
+        assert myst["cite"] >= expected["cite"], f"{chapter}: citations not rendered ({myst})"
+
+
+def run_widgets(visit: LabVisit, chapter: str, nb: dict, n_widgets: int) -> None:
+    """Run every code cell of the open copy, then move one control of every widget."""
+    pg = visit.page
+    # run every cell in the fresh kernel the notebook opened with, once it is idle (the
+    # previous chapter's kernels were shut down; no restart: a chapter starts one kernel here)
+    pg.wait_for_function(JS_KERNEL_IDLE, timeout=120_000)
+    start = time.monotonic()
+    visit.run_all()
+    wait_for_run(visit, nb, start)
+    errors = pg.evaluate(JS_ERRORS)
+    assert not errors, f"{chapter}: error output in JupyterLab:\n" + "\n---\n".join(errors)
+
+    # every widget rendered, and one control of each moves its output
+    pg.wait_for_function(
+        f"() => document.querySelectorAll('.jp-OutputArea-output .jupyter-widgets').length > 0"
+        f" && document.querySelectorAll('.jp-OutputArea-output .widget-html-content, "
+        f".jp-OutputArea-output .widget-output').length >= {n_widgets}",
+        timeout=60_000,
+    )
+    roots = widget_roots(pg)
+    assert roots.count() == n_widgets, f"{chapter}: {n_widgets} widgets, {roots.count()} shown"
+    failed = pg.locator(".jp-OutputArea-output", has_text="Error displaying widget")
+    assert failed.count() == 0, f"{chapter}: a widget failed to render"
+    for i in range(n_widgets):
+        root = roots.nth(i)
+        root.scroll_into_view_if_needed()
+        before = output_of(root)
+        assert before, f"{chapter}: widget {i} shows nothing"
+        actions = [move_one_control(root, 0)]
+        changed = output_changes(pg, root, before, 20_000)
+        if not changed:
+            actions.append(move_one_control(root, 1))
+            changed = output_changes(pg, root, before, 20_000)
+        assert changed, f"{chapter}: widget {i}: output unchanged after {actions}"
+    roots.first.scroll_into_view_if_needed()
+    pg.wait_for_timeout(500)
 
 
 def test_the_test_sees_an_error_output(lab: LabServer, browser) -> None:
