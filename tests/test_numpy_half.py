@@ -22,10 +22,10 @@ from tools import overlay_venv
 ROOT = Path(__file__).resolve().parent.parent
 #: chapter folders whose NumPy reference and exercises must not need torch, and their modules
 NUMPY_HALF = {
-    "matmul": ("reference", "exercises", "widget"),
+    "matmul": ("reference", "exercises", "widget", "cost"),
     "softmax": ("reference", "exercises", "widget"),
     "text_metrics": ("ngrams", "bleu", "rouge", "exercises", "widget"),
-    "attention": ("reference", "exercises", "as_printed", "examples"),
+    "attention": ("reference", "exercises", "as_printed", "examples", "flops"),
     "positions": ("reference", "exercises", "as_printed", "indices", "variants"),
     "number_formats": ("reference", "exercises", "formats"),
 }
