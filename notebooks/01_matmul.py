@@ -436,8 +436,8 @@ plt.show()
 # %% [markdown]
 # What to notice:
 #
-# - **More than three orders of magnitude** separate the pure-Python loop (each multiply-add is several
-#   interpreted bytecodes and two boxed floats) from `np.matmul`. The NumPy views sit in
+# - **More than three orders of magnitude** separate the pure-Python loop (each multiply-add is
+#   several interpreted bytecodes and two boxed floats) from `np.matmul`. The NumPy views sit in
 #   between: they hand NumPy a whole row or outer product at a time, so the interpreter's
 #   cost is paid $n$ or $n^2$ times rather than $n^3$ times.
 # - `np.matmul` and `torch.matmul` call an optimised BLAS. Small products are dominated by

@@ -1007,7 +1007,7 @@ for bad in (
 # the length; the full NumPy formula needs a row-sized temporary besides its result).
 # Accuracy: the float32 online softmax is within $6.1 \times 10^{-7}$ (relative, every
 # entry) of the exact softmax of the same numbers, against $2.6 \times 10^{-6}$ for
-# `torch.softmax`: target ($10^{-6}$) **met**. (PyTorch's fused kernel keeps its small scratch buffers inside the kernel, where
-# the dispatch mode cannot see them; the full table, with every chunk size, is in
-# `benchmarks/results/softmax.json` after a run.)
+# `torch.softmax`: target ($10^{-6}$) **met**. (PyTorch's fused kernel keeps its small scratch
+# buffers inside the kernel, where the dispatch mode cannot see them; the full table, with every
+# chunk size, is in `benchmarks/results/softmax.json` after a run.)
 #

@@ -151,7 +151,8 @@ print(f"3DK = 3 * {D} * {Kdim} = {n_params} parameters, for any M")
 # $QK^\top \in \mathbb{R}^{d_l \times d_s}$, and Definition 2.1 of the notes
 # {cite}`strabel2023transformers` reads
 #
-# $$\operatorname{Attention}(Q, K, V) = \operatorname{softmax}\!\left(\frac{QK^\top}{\sqrt{d_k}}\right)
+# $$\operatorname{Attention}(Q, K, V) =
+# \operatorname{softmax}\!\left(\frac{QK^\top}{\sqrt{d_k}}\right)
 #   V \in \mathbb{R}^{d_l \times d_v}, \tag{13}$$
 #
 # with the softmax taken along each row. The weight matrix $A = \operatorname{softmax}(\cdot)$

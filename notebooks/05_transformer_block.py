@@ -49,8 +49,8 @@ if "google.colab" in sys.modules or os.environ.get("COURSE_COLAB") == "1":
 #   (GLU, SwiGLU) variant;
 # - assemble post-LN, pre-LN and parallel blocks, with or without biases, and reproduce
 #   `torch.nn.TransformerEncoderLayer` exactly from copied weights;
-# - stack blocks into the decoder-only model of eq. (21) of Strabel's notes, with tied embeddings, and
-#   write that model on one page;
+# - stack blocks into the decoder-only model of eq. (21) of Strabel's notes, with tied embeddings,
+#   and write that model on one page;
 # - build the encoder–decoder Transformer with cross-attention, match `torch.nn.Transformer`
 #   from copied weights, train it in seconds and read its cross-attention maps;
 # - count the parameters of any configuration exactly, explain the rule of thumb
@@ -212,8 +212,10 @@ for dtype in (torch.float64, torch.float32):
 # {cite}`zhang2019root`:
 #
 # $$
-# \operatorname{RMSNorm}(\mathbf{z}; \gamma) = \gamma \odot \frac{\mathbf{z}}{\operatorname{RMS}(\mathbf{z})},
-# \qquad \operatorname{RMS}(\mathbf{z}) = \Big(\frac{1}{d}\sum_{i=1}^{d} z_i^2 + \epsilon\Big)^{1/2}.
+# \operatorname{RMSNorm}(\mathbf{z}; \gamma) = \gamma \odot
+# \frac{\mathbf{z}}{\operatorname{RMS}(\mathbf{z})},
+# \qquad \operatorname{RMS}(\mathbf{z}) = \Big(\frac{1}{d}\sum_{i=1}^{d} z_i^2 +
+# \epsilon\Big)^{1/2}.
 # $$
 #
 # It is cheaper (one reduction instead of two) and works as well in practice, which is why
@@ -238,13 +240,13 @@ print("RMSNorm matches torch.nn.RMSNorm; RMSNorm of centred x equals LayerNorm o
 # ## 5.3 Residual connections (core, 6 min)
 #
 # May's notes motivate the residual connection
-# {cite}`may2024transformer` (section 1.3): if a layer's output were only $\mathrm{ff}(\mathrm{self}(x))$, whatever
-# attention decided to ignore about a token would be lost for good. Adding the input back,
-# $f(x) \to x + f(x)$ (the handwritten notes' item 5; {cite}`he2016deep`), means each sub-layer
-# only has to learn a *change* to the token's vector. The same identity path helps
-# gradients: the Jacobian of $x + f(x)$ is $I + J_f$, so a gradient $g$ at the output reaches the
-# input as exactly $g + J_f^\top g$: the gradient itself, plus whatever flows back through $f$.
-# A deep chain of small random layers shows the difference:
+# {cite}`may2024transformer` (section 1.3): if a layer's output were only
+# $\mathrm{ff}(\mathrm{self}(x))$, whatever attention decided to ignore about a token would be lost
+# for good. Adding the input back, $f(x) \to x + f(x)$ (the handwritten notes' item 5;
+# {cite}`he2016deep`), means each sub-layer only has to learn a *change* to the token's vector. The
+# same identity path helps gradients: the Jacobian of $x + f(x)$ is $I + J_f$, so a gradient $g$ at
+# the output reaches the input as exactly $g + J_f^\top g$: the gradient itself, plus whatever flows
+# back through $f$. A deep chain of small random layers shows the difference:
 
 # %%
 torch.manual_seed(0)
@@ -280,8 +282,8 @@ torch.testing.assert_close(grad_x, g + g @ J)  # g + J^T g, written for row vect
 #
 # After attention has mixed information *across* tokens, the feed-forward network transforms
 # each token *by itself*, with the same two layers at every position (the handwritten notes'
-# item 6, written there for column vectors as $W_2\,\phi(W_1\mathbf{x}_t + \mathbf{b}_1) + \mathbf{b}_2$). In
-# the row convention,
+# item 6, written there for column vectors as
+# $W_2\,\phi(W_1\mathbf{x}_t + \mathbf{b}_1) + \mathbf{b}_2$). In the row convention,
 #
 # $$\operatorname{FFN}(\mathbf{x}) = \phi(\mathbf{x} W_1 + \mathbf{b}_1)\, W_2 + \mathbf{b}_2,
 # \qquad W_1 \in \mathbb{R}^{d \times d_\text{ff}},\ W_2 \in \mathbb{R}^{d_\text{ff} \times d},$$
@@ -324,8 +326,8 @@ np.testing.assert_allclose(
 # ### Gated linear units
 #
 # The handwritten notes replace the FFN's nonlinearity by a **gated linear unit**
-# $W_3\big(\phi(W_1\mathbf{x}) \odot W_2\mathbf{x}\big)$, "often swish" {cite}`shazeer2020glu`. In the
-# row convention, $(\phi(\mathbf{x}W_1) \odot \mathbf{x}W_2)\,W_3$: one branch, passed through
+# $W_3\big(\phi(W_1\mathbf{x}) \odot W_2\mathbf{x}\big)$, "often swish" {cite}`shazeer2020glu`. In
+# the row convention, $(\phi(\mathbf{x}W_1) \odot \mathbf{x}W_2)\,W_3$: one branch, passed through
 # $\phi$, multiplies the other entry by entry, so the network can switch features on and off
 # depending on the input. With swish this is **SwiGLU**. It has three matrices instead of two,
 # so models that use it shrink $d_\text{ff}$ from $4d$ to $\tfrac{2}{3}\cdot 4d$ to keep the
@@ -355,15 +357,16 @@ print(out.shape)
 #   \text{out} &= N_2\big(X_2 + \operatorname{FFN}(X_2)\big), \\
 # \text{pre-LN:}\quad & X' = X + \operatorname{MHSA}\big(N_1(X)\big), &
 #   \text{out} &= X' + \operatorname{FFN}\big(N_2(X')\big), \\
-# \text{parallel:}\quad & \text{out} = X + \operatorname{MHSA}\big(N_1(X)\big) + \operatorname{FFN}\big(N_1(X)\big). &&
+# \text{parallel:}\quad & \text{out} = X + \operatorname{MHSA}\big(N_1(X)\big) +
+# \operatorname{FFN}\big(N_1(X)\big). &&
 # \end{aligned}
 # $$
 #
 # In pre-LN {cite}`xiong2020layer` the residual stream $X \to X' \to \text{out}$ is never
 # normalised; each branch normalises its own copy of the input. The parallel block (GPT-J,
 # PaLM {cite}`chowdhery2023palm`) computes both branches from the same normalised input, so
-# they can run at the same time; we use one shared norm, as PaLM's formula reads. Each variant can drop
-# its biases (the notes' "removal of biases"; the LayerNorm bias goes too, as in PyTorch's
+# they can run at the same time; we use one shared norm, as PaLM's formula reads. Each variant can
+# drop its biases (the notes' "removal of biases"; the LayerNorm bias goes too, as in PyTorch's
 # `bias=False`). All three, written out from their equations, agree with the library:
 
 # %%
@@ -557,8 +560,8 @@ assert count_parameters(gpt2) == 124_439_808
 
 # %% [markdown]
 # The exact count, 124,439,808, is the size of the released GPT-2 small checkpoint (with tied
-# embeddings); the GPT-2 paper's table lists the model as 117M {cite}`radford2019language`. Now the GPT-3 size table
-# of the slides {cite}`marlin2022transformers`, copied there from the GPT-3 paper
+# embeddings); the GPT-2 paper's table lists the model as 117M {cite}`radford2019language`. Now the
+# GPT-3 size table of the slides {cite}`marlin2022transformers`, copied there from the GPT-3 paper
 # {cite}`brown2020language`. We recompute every row from its $n_\text{layers}$ and
 # $d_\text{model}$ (GPT-3 uses GPT-2's vocabulary of 50,257 tokens and 2,048 positions), and
 # also check whether $n_\text{heads} \times d_\text{head} = d_\text{model}$, as the heads must
@@ -1123,9 +1126,9 @@ except ValueError as err:
 # 4. **May's notes describe pre-LN as the original Transformer.** They
 #    give $x' = \mathrm{self}(\mathrm{norm}(x)) + x$ and say the original paper did not describe it
 #    well. The paper is explicit, and different: each sub-layer's output is
-#    $\operatorname{LayerNorm}(x + \operatorname{Sublayer}(x))$ {cite}`vaswani2017attention` (section
-#    3.1), which is post-LN. Pre-LN came later and was analysed by {cite}`xiong2020layer`. The
-#    notes' *form* is not wrong, only its history: pre-LN is what GPT-2 and the implementations
+#    $\operatorname{LayerNorm}(x + \operatorname{Sublayer}(x))$ {cite}`vaswani2017attention`
+#    (section 3.1), which is post-LN. Pre-LN came later and was analysed by {cite}`xiong2020layer`.
+#    The notes' *form* is not wrong, only its history: pre-LN is what GPT-2 and the implementations
 #    the notes recommend use, and it is the usual block today (section 5.8 shows why).
 #    PyTorch's `TransformerEncoderLayer` follows the paper by default:
 

@@ -88,7 +88,8 @@ np.set_printoptions(precision=6, suppress=False)
 # $1 \le E \le 254$ the notes give its value as {cite}`strabel2023transformers` (section 15),
 # {cite}`ieee2019754`
 #
-# $$\text{value} = (-1)^{b_{31}} \times 2^{E - 127} \times \Big(1 + \sum_{i=1}^{23} b_{23-i}\, 2^{-i}\Big).
+# $$\text{value} = (-1)^{b_{31}} \times 2^{E - 127} \times \Big(1 + \sum_{i=1}^{23} b_{23-i}\,
+# 2^{-i}\Big).
 # \qquad \text{(12.1)}$$
 #
 # The leading 1 is not stored (the *hidden bit*); the fraction bits are the binary digits after
@@ -711,8 +712,8 @@ plt.show()
 # With float32 accumulation the error stays near float32's precision for every $K$. PyTorch's
 # bfloat16 matmul accumulates in float32 too, and then rounds each output to bfloat16 once: its
 # error is half a bfloat16 step, independent of $K$. Accumulating in bfloat16 itself loses more
-# with every term: several percent at $K = 4096$, and still growing. (On CUDA, cuBLAS may use reduced
-# precision for parts of a bfloat16 reduction unless
+# with every term: several percent at $K = 4096$, and still growing. (On CUDA, cuBLAS may use
+# reduced precision for parts of a bfloat16 reduction unless
 # `torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction` is turned off.)
 #
 # ### Loss scaling for float16 gradients
@@ -869,14 +870,15 @@ assert wrong_bf16 > 1000 and wrong_ours == 0 and s_ours.dtype == torch.float32
 #
 # $$\ell^{+}_j = \Phi^{-1}\Big(\delta - j\,\frac{\delta - 1/2}{8}\Big),\; j = 0..7, \qquad
 # \ell^{-}_j = -\Phi^{-1}\Big(\delta - j\,\frac{\delta - 1/2}{7}\Big),\; j = 0..6, \qquad
-# \text{NF4} = \frac{\{\ell^-\} \cup \{0\} \cup \{\ell^+\}}{\Phi^{-1}(\delta)}. \qquad \text{(12.7)}$$
+# \text{NF4} = \frac{\{\ell^-\} \cup \{0\} \cup \{\ell^+\}}{\Phi^{-1}(\delta)}. \qquad
+# \text{(12.7)}$$
 #
 # Some cut-off $\delta < 1$ is needed because the quantile at probability 1 is infinite. The value
 # used equals $1 - \tfrac12(\tfrac1{30} + \tfrac1{32})$ rounded to 7 decimals: the mean of the
 # centres $1 - \tfrac1{30}$ and $1 - \tfrac1{32}$ of the outermost of 15 and of 16 equal-probability
-# bins. The asymmetry (8 positive levels, 7 negative) buys an exact zero. Both sides of the library compute the code book; we check
-# them against the 16 values published with QLoRA (typed in below, from the paper's appendix and
-# bitsandbytes):
+# bins. The asymmetry (8 positive levels, 7 negative) buys an exact zero. Both sides of the library
+# compute the code book; we check them against the 16 values published with QLoRA (typed in below,
+# from the paper's appendix and bitsandbytes):
 
 # %%
 PUBLISHED_NF4 = [
