@@ -68,6 +68,7 @@ import numpy as np
 import course_lib.softmax.reference as ref
 from course_lib import seed_everything
 from course_lib.checker import check_prediction
+from course_lib.measure import peak_numpy_memory
 from course_lib.plotting import new_axes, use_style
 from course_lib.softmax import exercises as check
 from course_lib.softmax.widget import entropy_curve
@@ -570,9 +571,7 @@ torch.testing.assert_close(fast.online_softmax(xt, chunk_size=999), torch.softma
 # we can measure the peak of the first pass directly (the benchmark at the end does this on
 # $10^7$ numbers, for the PyTorch side too):
 
-# %% tags=["needs-torch", "nbval-ignore-output"]
-from course_lib.measure import peak_numpy_memory  # the course's memory tools load PyTorch
-
+# %% tags=["nbval-ignore-output"]
 row = rng.standard_normal(1_000_000)  # 8 MB of float64 logits
 for chunk in (1024, 16384):
     extra = peak_numpy_memory(lambda c=chunk: ref.online_softmax_stats(row, chunk_size=c))

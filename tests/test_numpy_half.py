@@ -29,7 +29,7 @@ NUMPY_HALF = {
     "positions": ("reference", "exercises", "as_printed", "indices", "variants"),
     "number_formats": ("reference", "exercises", "formats"),
 }
-SHARED = ("checker", "checks", "plotting", "interact", "paths", "fetch", "colab")
+SHARED = ("checker", "checks", "plotting", "interact", "paths", "fetch", "colab", "measure")
 
 
 def _run(code: str, python: str = sys.executable, **env: str) -> subprocess.CompletedProcess:
@@ -58,6 +58,9 @@ import course_lib
 rng = course_lib.seed_everything(3)
 from course_lib.checks import as_array
 assert as_array([[1, 2]], "X").shape == (1, 2)
+from course_lib.measure import best_time, peak_numpy_memory
+import numpy as np
+assert peak_numpy_memory(lambda: np.ones(1000)) >= 8000 and best_time(lambda: None) >= 0
 print("ok", rng.integers(10))
 """
     out = _run(code)

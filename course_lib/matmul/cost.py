@@ -1,7 +1,6 @@
 """What a matrix product costs: FLOP counts, timings and this machine's peak (Chapter 1).
 
-Scalar arithmetic and timing, with no array maths to mirror, so it exists once. The counts and
-the peak estimate need no PyTorch; the timings import it when they run.
+Scalar arithmetic and timing, with no array maths to mirror, so it exists once.
 """
 
 from __future__ import annotations
@@ -14,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from course_lib.checks import check_int, matmul_shapes
+from course_lib.measure import best_time, synchronize
 
 
 def matmul_flops(n: int, m: int, k: int) -> int:
@@ -133,7 +133,6 @@ def matmul_setups(
     import torch
 
     from course_lib.matmul import reference as ref
-    from course_lib.measure import synchronize
 
     def numpy_setup(dtype: type) -> Setup:
         def setup(n: int) -> Callable[[], object]:
@@ -191,8 +190,6 @@ def gflops_sweep(
     min_time: float = 0.02,
 ) -> list[dict[str, float | int | str]]:
     """Time each implementation on n x n by n x n products; one record per (name, n)."""
-    from course_lib.measure import best_time  # PyTorch's timers: the counts above need no torch
-
     records: list[dict[str, float | int | str]] = []
     for name, (setup, max_n) in setups.items():
         for n in sizes:
