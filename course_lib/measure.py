@@ -13,6 +13,10 @@ ATen operator creates (a ``TorchDispatchMode``) until it is freed; on CUDA it re
 allocator's peak. :func:`peak_numpy_memory` does the same for NumPy, whose buffers Python's
 ``tracemalloc`` sees.
 
+PyTorch is imported only by what needs it (the tensor tracker), so the timers and the NumPy
+tracker work where it is not installed: where ``torch`` was never imported, no GPU work can be
+queued, and there is nothing to synchronise.
+
 >>> import torch
 >>> x = torch.ones(1000)  # 4000 bytes, allocated before: not counted
 >>> peak_tensor_memory(lambda: (x + 1) * 2)  # x + 1 is alive while (x + 1) * 2 is made
@@ -23,24 +27,25 @@ True
 
 from __future__ import annotations
 
+import functools
 import gc
+import sys
 import time
 import tracemalloc
 import weakref
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import torch
-from torch.utils._python_dispatch import TorchDispatchMode
-from torch.utils._pytree import tree_flatten
 
 from course_lib.checks import check_int, check_real
 
+if TYPE_CHECKING:
+    import torch
+
 __all__ = [
     "Timing",
-    "TensorMemory",
     "best_time",
     "best_times",
     "peak_numpy_memory",
@@ -51,11 +56,16 @@ __all__ = [
 
 
 def _device(device: Any) -> torch.device | None:
+    import torch
+
     return None if device is None else torch.device(device)
 
 
 def synchronize(device: Any = None) -> None:
     """Wait for queued GPU work on ``device`` (CUDA or MPS; every CUDA device if None)."""
+    torch = sys.modules.get("torch")
+    if torch is None:  # PyTorch never imported: no GPU work can be queued
+        return
     d = _device(device)
     if (d is None or d.type == "cuda") and torch.cuda.is_available():
         torch.cuda.synchronize(d)
@@ -137,53 +147,86 @@ def best_times(
     return best
 
 
-class TensorMemory(TorchDispatchMode):
-    """Live and peak bytes of the tensor storages that ATen operators create while active.
+@functools.cache
+def _tensor_memory_class() -> type:
+    """:class:`TensorMemory`, made on first use (its base class is PyTorch's)."""
+    import torch
+    from torch.utils._python_dispatch import TorchDispatchMode
+    from torch.utils._pytree import tree_flatten
 
-    A storage counts from the operator that creates it until it is freed. Storages of tensors
-    made before the mode was entered are not counted, nor are in-place results and views (they
-    reuse memory that is already counted or was there before).
-    """
+    class TensorMemory(TorchDispatchMode):
+        """Live and peak bytes of the tensor storages that ATen operators create while active.
 
-    def __init__(self) -> None:
-        super().__init__()
-        self.current = 0
-        self.peak = 0
-        self._live: set[int] = set()
-        self._refs: list[weakref.ref] = []
+        A storage counts from the operator that creates it until it is freed. Storages of tensors
+        made before the mode was entered are not counted, nor are in-place results and views (they
+        reuse memory that is already counted or was there before).
+        """
 
-    def _on_free(self, key: int, nbytes: int) -> Callable[[Any], None]:
-        def callback(_: Any) -> None:
-            self.current -= nbytes
-            self._live.discard(key)
+        def __init__(self) -> None:
+            super().__init__()
+            self.current = 0
+            self.peak = 0
+            self._live: set[int] = set()
+            self._refs: list[weakref.ref] = []
 
-        return callback
+        def _on_free(self, key: int, nbytes: int) -> Callable[[Any], None]:
+            def callback(_: Any) -> None:
+                self.current -= nbytes
+                self._live.discard(key)
 
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        out = func(*args, **(kwargs or {}))
-        inputs = {
-            a.untyped_storage().data_ptr()
-            for a in tree_flatten((args, kwargs))[0]
-            if isinstance(a, torch.Tensor) and a.device.type != "meta"
-        }
-        for t in tree_flatten(out)[0]:
-            if not isinstance(t, torch.Tensor) or t.device.type == "meta":
-                continue
-            storage = t.untyped_storage()
-            key, nbytes = storage.data_ptr(), storage.nbytes()
-            if nbytes == 0 or key in self._live or key in inputs:
-                continue
-            self._live.add(key)
-            self.current += nbytes
-            self.peak = max(self.peak, self.current)
-            self._refs.append(weakref.ref(storage, self._on_free(key, nbytes)))
-        return out
+            return callback
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
+            inputs = {
+                a.untyped_storage().data_ptr()
+                for a in tree_flatten((args, kwargs))[0]
+                if isinstance(a, torch.Tensor) and a.device.type != "meta"
+            }
+            for t in tree_flatten(out)[0]:
+                if not isinstance(t, torch.Tensor) or t.device.type == "meta":
+                    continue
+                storage = t.untyped_storage()
+                key, nbytes = storage.data_ptr(), storage.nbytes()
+                if nbytes == 0 or key in self._live or key in inputs:
+                    continue
+                self._live.add(key)
+                self.current += nbytes
+                self.peak = max(self.peak, self.current)
+                self._refs.append(weakref.ref(storage, self._on_free(key, nbytes)))
+            return out
+
+    return TensorMemory
+
+
+def __getattr__(name: str) -> Any:
+    if name == "TensorMemory":
+        return _tensor_memory_class()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def _leaves(tree: Any) -> Iterator[Any]:
+    if isinstance(tree, list | tuple):
+        for item in tree:
+            yield from _leaves(item)
+    elif isinstance(tree, dict):
+        for item in tree.values():
+            yield from _leaves(item)
+    else:
+        yield tree
 
 
 def _result_bytes(result: Any) -> int:
+    torch = sys.modules.get("torch")
+    if torch is None:  # no tensor can be among the results
+        leaves = list(_leaves(result))
+    else:
+        from torch.utils._pytree import tree_flatten
+
+        leaves = tree_flatten(result)[0]
     total = 0
-    for t in tree_flatten(result)[0]:
-        if isinstance(t, torch.Tensor):
+    for t in leaves:
+        if torch is not None and isinstance(t, torch.Tensor):
             total += t.untyped_storage().nbytes()
         elif isinstance(t, np.ndarray):
             total += (t if t.base is None else t.base).nbytes
@@ -199,6 +242,8 @@ def peak_tensor_memory(
     the memory allocated when ``fn`` started; otherwise every storage ATen creates is tracked.
     ``exclude_result=True`` subtracts the bytes of what ``fn`` returns (the "extra" memory).
     """
+    import torch
+
     gc.collect()
     d = _device(device)
     if d is not None and d.type == "cuda":
@@ -209,7 +254,7 @@ def peak_tensor_memory(
         synchronize(d)
         peak = torch.cuda.max_memory_allocated(d) - before
     else:
-        with TensorMemory() as tracker:
+        with _tensor_memory_class()() as tracker:
             result = fn()
         peak = tracker.peak
     return peak - _result_bytes(result) if exclude_result else peak

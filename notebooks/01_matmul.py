@@ -56,11 +56,9 @@ if "google.colab" in sys.modules or os.environ.get("COURSE_COLAB") == "1":
 # %%
 import matplotlib.pyplot as plt
 import numpy as np
-import torch
 
-import course_lib.matmul.accelerated as fast
 import course_lib.matmul.reference as ref
-from course_lib import device_for, get_device, seed_everything
+from course_lib import seed_everything
 from course_lib.checker import check_prediction
 from course_lib.matmul import exercises as check
 from course_lib.matmul.cost import (
@@ -80,7 +78,8 @@ np.set_printoptions(precision=3, suppress=True)
 # %% [markdown]
 # Two modules hold the same functions under the same names: `ref` (NumPy, written to be read
 # next to the equations) and `fast` (PyTorch, written to be batched and quick). `check` holds
-# the exercise checkers.
+# the exercise checkers. PyTorch is imported at the first cell that needs it, so the NumPy
+# half of the chapter runs where it is not installed.
 #
 # ## 1.1 The definition: one entry at a time (core, 6 min)
 #
@@ -117,16 +116,24 @@ print(XY)
 # Check one entry by hand: row 0 of $X$ is $(1, 2, 0)$ and column 1 of $Y$ is $(4, 0, 1)$,
 # so $(XY)_{01} = 1\cdot 4 + 2 \cdot 0 + 0 \cdot 1 = 4$. The function above is a double loop
 # over $(i, j)$ with the sum over $l$ inside, exactly eq. (1). It is the library's NumPy
-# reference, `course_lib.matmul.reference.matmul_entries`, and its PyTorch twin computes the
-# same numbers; both equal NumPy's own `@`:
+# reference, `course_lib.matmul.reference.matmul_entries`, and it equals NumPy's own `@`:
 
 # %%
 assert XY[0, 1] == 1 * 4 + 2 * 0 + 0 * 1 == 4
 np.testing.assert_allclose(XY, X @ Y)
 np.testing.assert_allclose(XY, ref.matmul_entries(X, Y))
-np.testing.assert_allclose(
-    XY, fast.matmul_entries(torch.from_numpy(X), torch.from_numpy(Y)).numpy()
-)
+
+# %% [markdown]
+# Its PyTorch twin, `fast.matmul_entries`, computes the same numbers (section 1.6 says what
+# the twins add):
+
+# %% tags=["needs-torch"]
+import torch
+
+import course_lib.matmul.accelerated as fast
+
+XY_torch = fast.matmul_entries(torch.from_numpy(X), torch.from_numpy(Y))  # (2, 2)
+np.testing.assert_allclose(XY, XY_torch.numpy())
 
 # %% [markdown]
 # ## 1.2 The column view: columns of $XY$ mix the columns of $X$ (core, 4 min)
@@ -261,7 +268,9 @@ explorer(X, Y)
 # the input's dtype, and with autograd. Each one vectorises the dimensions its view does not
 # single out, so the Python loop that remains is the one the equation names.
 
-# %%
+# %% tags=["needs-torch"]
+from course_lib import device_for, get_device
+
 device = get_device()
 dev64 = device_for(torch.float64)  # float64 stays on the CPU on Apple MPS (no float64 there)
 Xb = torch.randn(4, 2, 5, 3, dtype=torch.float64, device=dev64)  # (B1, B2, n, m)
@@ -281,7 +290,7 @@ print("shape:", tuple(out.shape), " dtype:", out.dtype)
 # every other (leading) dimension is a batch dimension that **broadcasts** (a missing or size-1
 # dimension is repeated to match).
 
-# %%
+# %% tags=["needs-torch"]
 Bsz, L, d, d_out = 2, 5, 8, 3
 H = torch.randn(Bsz, L, d)  # (B, L, d): a batch of sequences of token vectors
 W = torch.randn(d, d_out)  # (d, d_out): one weight matrix shared by every token
@@ -295,7 +304,7 @@ torch.testing.assert_close(out[1, 3], H[1, 3] @ W)
 # appear in the inputs but not in the output are summed over. It makes the shapes explicit,
 # which is why attention code often uses it:
 
-# %%
+# %% tags=["needs-torch"]
 out_einsum = torch.einsum("bld,de->ble", H, W)  # sum over d
 torch.testing.assert_close(out_einsum, out)
 
@@ -337,7 +346,7 @@ print(keys_rows.shape, keys_columns.shape)
 # convention in memory. When you copy weights between conventions, a transpose is the usual
 # bug, which is why the exercise checkers below look for one.
 
-# %%
+# %% tags=["needs-torch"]
 lin = torch.nn.Linear(D, Kdim, bias=False, dtype=torch.float64)
 with torch.no_grad():
     lin.weight.copy_(torch.from_numpy(Wk))  # (out, in) = (K, D)
@@ -375,8 +384,7 @@ assert matmul_flops(1024, 1024, 1024) == 2 * 1024**3
 # ceiling that real code meets, the **practical** peak, is measured: the best large BLAS
 # product below.
 
-# %%
-# NBVAL_IGNORE_OUTPUT
+# %% tags=["nbval-ignore-output"]
 peak = estimate_peak()
 print(peak.explain("float32"))
 print(peak.explain("float64"))
@@ -388,8 +396,7 @@ print(peak.explain("float64"))
 # your machine, so the printed numbers below will differ from yours; the shape of the picture
 # will not. (`benchmarks/matmul.py` runs the same sweep up to $n = 8192$.)
 
-# %%
-# NBVAL_IGNORE_OUTPUT
+# %% tags=["needs-torch", "nbval-ignore-output"]
 devices = ["cpu"] + ([str(device)] if device.type != "cpu" else [])
 records = gflops_sweep(
     matmul_setups(devices), [8, 16, 32, 64, 128, 256, 512, 1024], repeats=3, min_time=0.01
@@ -408,7 +415,7 @@ for dtype in ("float32", "float64"):
         compare_with_nominal(practical_peak(cpu_records, dtype)["gflops"], peak, dtype),
     )
 
-# %%
+# %% tags=["needs-torch"]
 fig, ax = new_axes(
     "Achieved GFLOP/s of an n x n matrix product",
     "n (matrix size)",
@@ -429,8 +436,8 @@ plt.show()
 # %% [markdown]
 # What to notice:
 #
-# - **More than three orders of magnitude** separate the pure-Python loop (each multiply-add is several
-#   interpreted bytecodes and two boxed floats) from `np.matmul`. The NumPy views sit in
+# - **More than three orders of magnitude** separate the pure-Python loop (each multiply-add is
+#   several interpreted bytecodes and two boxed floats) from `np.matmul`. The NumPy views sit in
 #   between: they hand NumPy a whole row or outer product at a time, so the interpreter's
 #   cost is paid $n$ or $n^2$ times rather than $n^3$ times.
 # - `np.matmul` and `torch.matmul` call an optimised BLAS. Small products are dominated by
@@ -569,7 +576,8 @@ def linear_flops(batch, seq_len, d_in, d_out):
 
 
 print(
-    f"GPT-2 small, first FFN layer, 1024 tokens: {linear_flops(1, 1024, 768, 3072) / 1e9:.2f} GFLOPs"
+    "GPT-2 small, first FFN layer, 1024 tokens:",
+    f"{linear_flops(1, 1024, 768, 3072) / 1e9:.2f} GFLOPs",
 )
 check.layer_flops(linear_flops, require=True)
 
@@ -715,7 +723,7 @@ assert cheapest_chain([(10, 1000), (1000, 10), (10, 1000)]) == 400_000
 # on hundreds of random shapes drawn by hypothesis, in float64, float32, float16 and bfloat16
 # (`tests/test_conformance.py`); here is one case by hand:
 
-# %%
+# %% tags=["needs-torch"]
 A = rng.standard_normal((3, 4))
 B = rng.standard_normal((4, 2))
 for name in ("matmul_entries", "matmul_columns", "matmul_rows", "matmul_outer", "outer_terms"):

@@ -64,11 +64,9 @@ import math
 
 import matplotlib.pyplot as plt
 import numpy as np
-import torch
 
-import course_lib.softmax.accelerated as fast
 import course_lib.softmax.reference as ref
-from course_lib import get_device, seed_everything
+from course_lib import seed_everything
 from course_lib.checker import check_prediction
 from course_lib.measure import peak_numpy_memory
 from course_lib.plotting import new_axes, use_style
@@ -78,7 +76,6 @@ from course_lib.softmax.widget import entropy_curve
 rng = seed_everything(0)
 use_style()
 np.set_printoptions(precision=4, suppress=True)
-device = get_device()
 
 # %% [markdown]
 # As in chapter 1, `ref` holds the NumPy references (float64, written next to the equations)
@@ -123,6 +120,18 @@ def softmax_eq4(z):
 
 Z = np.random.default_rng(4).standard_normal((3, 5, 7))  # (3, 5, K=7): 15 score vectors
 np.testing.assert_allclose(softmax_eq4(Z), ref.softmax(Z), rtol=1e-14)
+
+# %% [markdown]
+# The PyTorch twin, `fast.softmax`, gives the same numbers. (PyTorch is imported here, at the
+# first cell that needs it: the NumPy cells run where it is not installed.)
+
+# %% tags=["needs-torch"]
+import torch
+
+import course_lib.softmax.accelerated as fast
+from course_lib import get_device
+
+device = get_device()
 torch.testing.assert_close(fast.softmax(torch.from_numpy(Z)), torch.from_numpy(softmax_eq4(Z)))
 
 # %% [markdown]
@@ -134,7 +143,7 @@ torch.testing.assert_close(fast.softmax(torch.from_numpy(Z)), torch.from_numpy(s
 # notes). Our functions take an `axis` argument; the default, the last axis, normalises each
 # row. The PyTorch version does the same on a batch $(B, L, L)$ of score matrices:
 
-# %%
+# %% tags=["needs-torch"]
 scores = torch.randn(2, 4, 4, device=device)  # (B, L, L): one row of scores per query
 weights = fast.softmax(scores)  # (B, L, L), along the last axis
 print(weights.sum(dim=-1).cpu())  # every row sums to 1
@@ -190,7 +199,7 @@ print(ref.sigmoid(d).round(4))
 # $\infty$, the sum is $\infty$, and $\infty/\infty$ is NaN. `naive_softmax` is eq. (4)
 # verbatim, in the input's dtype:
 
-# %%
+# %% tags=["needs-torch"]
 for dtype, at in ((torch.float32, 90.0), (torch.float16, 12.0)):
     logits = torch.tensor([at, at - 1.0, 0.0], dtype=dtype, device=device)
     naive, stable = fast.naive_softmax(logits), fast.softmax(logits)
@@ -270,7 +279,7 @@ assert zz.max() <= ref.logsumexp(zz) <= zz.max() + math.log(6)
 # $\partial \mathcal{L} / \partial z = \sigma(z) - \operatorname{onehot}(t)$, with no division by a
 # tiny probability on the way.
 
-# %%
+# %% tags=["needs-torch"]
 logits = torch.tensor([[60.0, -60.0, 0.0]], dtype=torch.float32, requires_grad=True)
 target = torch.tensor([1])  # the right class got a score of -60
 with torch.no_grad():
@@ -392,7 +401,7 @@ temperature_explorer("2, 4, 4, 1, -1", labels=["the", "a", "one", "this", "cat"]
 # scores can change the total, which is always 1. In particular $J \mathbf{1} = 0$, eq. (2.1)
 # in differential form. We check eq. (2.9) against PyTorch's automatic differentiation:
 
-# %%
+# %% tags=["needs-torch"]
 zt = torch.tensor([2.0, 4.0, 4.0], dtype=torch.float64)
 J = fast.softmax_jacobian(zt)  # (K, K)
 J_auto = torch.autograd.functional.jacobian(lambda v: torch.softmax(v, -1), zt)
@@ -412,7 +421,7 @@ print(J.numpy().round(4))
 # backward computes (`softmax_vjp` here), and the dot product $\langle g, s \rangle$ reappears
 # in FlashAttention's backward pass {cite}`dao2022flashattention`.
 
-# %%
+# %% tags=["needs-torch"]
 zg = torch.randn(4, 6, dtype=torch.float64, requires_grad=True)  # (B, K)
 g = torch.randn(4, 6, dtype=torch.float64)  # upstream gradient dl/ds
 (auto,) = torch.autograd.grad(torch.softmax(zg, -1), zg, g)
@@ -478,7 +487,7 @@ assert (A[~causal] == 0).all()
 # contains NaN or $+\infty$ still gives NaN: those are bugs upstream, and hiding them would
 # be a silent wrong answer.)
 
-# %%
+# %% tags=["needs-torch"]
 rows = torch.tensor([[0.5, -math.inf, 1.5], [-math.inf, -math.inf, -math.inf]])
 rows.requires_grad_(True)
 print("torch.softmax:", [[round(v, 4) for v in r] for r in torch.softmax(rows, -1).tolist()])
@@ -541,7 +550,7 @@ assert history[1][1] > 1.5 and history[2][1] < 1.05  # l shrinks when the maximu
 # the chunks, and `online_softmax` adds the second pass $e^{z_i - m}/\ell$, written chunk by
 # chunk into the output.
 
-# %%
+# %% tags=["needs-torch"]
 big = 4 * rng.standard_normal(10_001)  # (K,)
 parts = np.split(big, [3000, 7000])
 stats = [(p.max(), np.exp(p - p.max()).sum()) for p in parts]
@@ -562,11 +571,8 @@ torch.testing.assert_close(fast.online_softmax(xt, chunk_size=999), torch.softma
 # we can measure the peak of the first pass directly (the benchmark at the end does this on
 # $10^7$ numbers, for the PyTorch side too):
 
-# %%
-# NBVAL_IGNORE_OUTPUT
+# %% tags=["nbval-ignore-output"]
 row = rng.standard_normal(1_000_000)  # 8 MB of float64 logits
-
-
 for chunk in (1024, 16384):
     extra = peak_numpy_memory(lambda c=chunk: ref.online_softmax_stats(row, chunk_size=c))
     print(f"chunk {chunk:>5}: pass 1 peak {extra / (8 * chunk):.1f} chunks of float64")
@@ -610,7 +616,7 @@ print((acc / l_t).round(4))
 # float16 and bfloat16. Here is the float16 case by hand; the stated tolerance is an absolute
 # $2 \times 10^{-3}$ because float16 keeps about three significant digits:
 
-# %%
+# %% tags=["needs-torch"]
 x16 = torch.randn(3, 8, device=device).mul(6).half()  # (B, K) float16
 out16 = fast.softmax(x16, axis=-1)
 assert out16.dtype == torch.float16
@@ -939,7 +945,7 @@ np.testing.assert_allclose(softmax_vjp(xg, gg), jacobian(xg).T @ gg, atol=1e-15)
 # float64) on both sides. Other bad input (an empty array, an axis out of range, a $p$ outside
 # $(0, 1]$) gets an error that names the argument:
 
-# %%
+# %% tags=["needs-torch"]
 print(ref.softmax([1, 2, 3]).round(4))  # integers promoted
 for bad in (
     lambda: fast.softmax(torch.tensor([1, 2, 3])),
@@ -1000,7 +1006,7 @@ for bad in (
 # the length; the full NumPy formula needs a row-sized temporary besides its result).
 # Accuracy: the float32 online softmax is within $6.1 \times 10^{-7}$ (relative, every
 # entry) of the exact softmax of the same numbers, against $2.6 \times 10^{-6}$ for
-# `torch.softmax`: target ($10^{-6}$) **met**. (PyTorch's fused kernel keeps its small scratch buffers inside the kernel, where
-# the dispatch mode cannot see them; the full table, with every chunk size, is in
-# `benchmarks/results/softmax.json` after a run.)
+# `torch.softmax`: target ($10^{-6}$) **met**. (PyTorch's fused kernel keeps its small scratch
+# buffers inside the kernel, where the dispatch mode cannot see them; the full table, with every
+# chunk size, is in `benchmarks/results/softmax.json` after a run.)
 #

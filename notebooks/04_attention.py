@@ -69,28 +69,13 @@ import math
 
 import matplotlib.pyplot as plt
 import numpy as np
-import torch
-from torch import nn
 
-import course_lib.attention.accelerated as fast
 import course_lib.attention.reference as ref
-from course_lib import device_for, seed_everything
+from course_lib import seed_everything
 from course_lib.attention import as_printed
 from course_lib.attention import exercises as check
-from course_lib.attention.cost import (
-    attention_flops,
-    crossover_length,
-    ffn_flops,
-    measure_attention,
-    steady,
-)
 from course_lib.attention.examples import HEAD_NAMES, may_worked_example, toy_sentence
-from course_lib.attention.learned import (
-    attended_offsets,
-    learned_head_weights,
-    train_look_back,
-)
-from course_lib.attention.module import MultiHeadAttention, to_torch_multihead
+from course_lib.attention.flops import attention_flops, crossover_length, ffn_flops
 from course_lib.checker import check_prediction
 from course_lib.plotting import heatmap, new_axes, use_style
 from course_lib.softmax.reference import softmax
@@ -98,7 +83,6 @@ from course_lib.softmax.reference import softmax
 rng = seed_everything(0)
 use_style()
 np.set_printoptions(precision=3, suppress=True)
-dev64 = device_for(torch.float64)  # float64 lives on the CPU where the device has none (MPS)
 
 # %% [markdown]
 # As in every chapter, `ref` holds the NumPy references (float64, written like the equations)
@@ -167,7 +151,8 @@ print(f"3DK = 3 * {D} * {Kdim} = {n_params} parameters, for any M")
 # $QK^\top \in \mathbb{R}^{d_l \times d_s}$, and Definition 2.1 of the notes
 # {cite}`strabel2023transformers` reads
 #
-# $$\operatorname{Attention}(Q, K, V) = \operatorname{softmax}\!\left(\frac{QK^\top}{\sqrt{d_k}}\right)
+# $$\operatorname{Attention}(Q, K, V) =
+# \operatorname{softmax}\!\left(\frac{QK^\top}{\sqrt{d_k}}\right)
 #   V \in \mathbb{R}^{d_l \times d_v}, \tag{13}$$
 #
 # with the softmax taken along each row. The weight matrix $A = \operatorname{softmax}(\cdot)$
@@ -362,7 +347,12 @@ print(both[1].astype(int))  # sequence 1 has 3 real tokens
 # outputs zeros and passes zero gradients. `torch.nn.MultiheadAttention` returns NaN instead,
 # which then spreads into every later sum:
 
-# %%
+# %% tags=["needs-torch"]
+import torch  # the first PyTorch cell: the cells above need only NumPy
+
+import course_lib.attention.accelerated as fast
+from course_lib.attention.module import to_torch_multihead
+
 x3 = torch.randn(1, 3, 4, dtype=torch.float64)  # (B, L, d_model)
 w_heads = [torch.randn(2, 4, 2, dtype=torch.float64) for _ in range(3)]  # (h, d_model, d_k)
 w_out = torch.randn(4, 4, dtype=torch.float64)  # (h*d_v, d_model)
@@ -486,7 +476,9 @@ np.testing.assert_allclose(O @ stacked, out_ref.T)  # (d_o, L): eq. (18), transp
 # $d_\text{model} \times d_\text{model}$ in total and the layer has $4 d_\text{model}^2$
 # weights *whatever $h$ is*: more heads means narrower heads, not more parameters.
 
-# %%
+# %% tags=["needs-torch"]
+from course_lib.attention.module import MultiHeadAttention
+
 for n_heads in (1, 8, 16):
     layer = MultiHeadAttention(512, n_heads, bias=False)
     n = sum(p.numel() for p in layer.parameters())
@@ -504,7 +496,10 @@ for n_heads in (1, 8, 16):
 # `torch.nn.MultiheadAttention` does; Strabel's notes have none.
 
 
-# %%
+# %% tags=["needs-torch"]
+from torch import nn
+
+
 class MultiHeadSelfAttention(nn.Module):
     def __init__(self, d_model: int, n_heads: int):
         super().__init__()
@@ -532,7 +527,10 @@ class MultiHeadSelfAttention(nn.Module):
 # copying them across is a transpose. With the same weights, the module above, the library's
 # PyTorch module and the NumPy reference of eqs. (14)–(18) compute the same thing:
 
-# %%
+# %% tags=["needs-torch"]
+from course_lib import device_for
+
+dev64 = device_for(torch.float64)  # float64 lives on the CPU where the device has none (MPS)
 torch.manual_seed(0)
 lib = MultiHeadAttention(d_model, h, dtype=torch.float64, device=dev64)
 mine = MultiHeadSelfAttention(d_model, h).to(dtype=torch.float64, device=dev64)
@@ -618,7 +616,9 @@ np.testing.assert_array_equal(np.stack(toy_weights)[:, :, sent.length :], 0)  # 
 # attention weights either way), for 300 steps of Adam on fresh random batches: about a second
 # each.
 
-# %%
+# %% tags=["needs-torch"]
+from course_lib.attention.learned import attended_offsets, learned_head_weights, train_look_back
+
 runs = {n_heads: train_look_back(n_heads, offsets=(1, 2), seed=0) for n_heads in (1, 2)}
 for n_heads, run in runs.items():  # the exact low figure moves by a point from CPU to CPU
     acc = ", ".join(
@@ -636,7 +636,7 @@ assert max(runs[1].accuracy) > 0.99 and min(runs[1].accuracy) < 0.3  # one head:
 # Now look at what the heads learned, on one sequence, beside the hand-built previous-token
 # head:
 
-# %%
+# %% tags=["needs-torch"]
 seq = torch.tensor([3, 1, 4, 1, 5, 2, 6, 5, 3, 5, 0, 7])  # 12 tokens
 learned = {n: learned_head_weights(run.model, seq) for n, run in runs.items()}  # (h, L, L)
 panels = [("hand-built: previous token", prev[: sent.length, : sent.length], sent.tokens)]
@@ -674,7 +674,7 @@ print(", 1 head", attended_offsets(learned[1]))
 # is half of the "induction" circuit that copies what followed an earlier occurrence of the
 # current token.
 
-# %%
+# %% tags=["needs-torch"]
 assert sorted(attended_offsets(learned[2])) == [1, 2]
 for i, offset in enumerate(attended_offsets(learned[2])):
     rows = np.arange(2, len(seq))
@@ -790,8 +790,9 @@ plt.show()
 # (`course_lib.attention.cost.interleaved_times`), and yours will differ; a best time that the
 # second-best round does not reproduce within 25% is noise, not data, and is flagged.
 
-# %%
-# NBVAL_IGNORE_OUTPUT
+# %% tags=["needs-torch", "nbval-ignore-output"]
+from course_lib.attention.cost import measure_attention, steady
+
 threads = torch.get_num_threads()
 torch.set_num_threads(1)  # one thread: the curves show the arithmetic, not the thread pool
 rows = measure_attention([256, 512, 1024], batch=1, n_heads=4, d_head=32, repeats=5)
@@ -816,7 +817,7 @@ print("unsteady times (rerun on a quieter machine):", ", ".join(noisy) if noisy 
 # also grows like $L^2$ (it does the same arithmetic), but its memory grows only like $L$: it
 # keeps no $L \times L$ matrix.
 
-# %%
+# %% tags=["needs-torch"]
 assert 12 < cost["explicit", "peak_MiB"][-1] / cost["explicit", "peak_MiB"][0] <= 16  # ~ L^2
 assert cost["fused", "peak_MiB"][-1] / cost["fused", "peak_MiB"][0] < 4.5  # ~ L
 assert cost["explicit", "seconds"][-1] / cost["explicit", "seconds"][0] > 6  # well above x4
@@ -1261,7 +1262,7 @@ np.testing.assert_allclose(
 # with copied weights, for self- and cross-attention, with and without biases, causal and padding
 # masks. Two of those checks, by hand:
 
-# %%
+# %% tags=["needs-torch"]
 q, k, v = (torch.randn(2, 3, 5, 4, dtype=torch.float64, device=dev64) for _ in range(3))
 torch.testing.assert_close(
     fast.scaled_dot_product_attention(q, k, v),  # (B, h, L, d_v), explicit
@@ -1276,7 +1277,7 @@ print("explicit = F.scaled_dot_product_attention; MultiHeadAttention = torch.nn.
 # %% [markdown]
 # Bad input gets an error that names the argument and what was expected:
 
-# %%
+# %% tags=["needs-torch"]
 for bad in (
     lambda: ref.scaled_dot_product_attention(np.ones((2, 3)), np.ones((4, 5)), np.ones((4, 2))),
     lambda: MultiHeadAttention(10, 3),
@@ -1297,8 +1298,7 @@ for bad in (
 # 25%: the benchmark marks the others `unsteady` beside them, and the table below (section
 # 4.11's measurement) prints "unsteady" in their place.
 
-# %%
-# NBVAL_IGNORE_OUTPUT
+# %% tags=["needs-torch", "nbval-ignore-output"]
 print("    L  implementation  ms (best of 5)  peak MiB  one (B, h, L, L) tensor, MiB")
 for r in rows:
     ms = f"{1000 * r['seconds']:.3g}" if steady(r) else "unsteady"

@@ -49,8 +49,8 @@ if "google.colab" in sys.modules or os.environ.get("COURSE_COLAB") == "1":
 #   (GLU, SwiGLU) variant;
 # - assemble post-LN, pre-LN and parallel blocks, with or without biases, and reproduce
 #   `torch.nn.TransformerEncoderLayer` exactly from copied weights;
-# - stack blocks into the decoder-only model of eq. (21) of Strabel's notes, with tied embeddings, and
-#   write that model on one page;
+# - stack blocks into the decoder-only model of eq. (21) of Strabel's notes, with tied embeddings,
+#   and write that model on one page;
 # - build the encoder–decoder Transformer with cross-attention, match `torch.nn.Transformer`
 #   from copied weights, train it in seconds and read its cross-attention maps;
 # - count the parameters of any configuration exactly, explain the rule of thumb
@@ -212,8 +212,10 @@ for dtype in (torch.float64, torch.float32):
 # {cite}`zhang2019root`:
 #
 # $$
-# \operatorname{RMSNorm}(\mathbf{z}; \gamma) = \gamma \odot \frac{\mathbf{z}}{\operatorname{RMS}(\mathbf{z})},
-# \qquad \operatorname{RMS}(\mathbf{z}) = \Big(\frac{1}{d}\sum_{i=1}^{d} z_i^2 + \epsilon\Big)^{1/2}.
+# \operatorname{RMSNorm}(\mathbf{z}; \gamma) = \gamma \odot
+# \frac{\mathbf{z}}{\operatorname{RMS}(\mathbf{z})},
+# \qquad \operatorname{RMS}(\mathbf{z}) = \Big(\frac{1}{d}\sum_{i=1}^{d} z_i^2 +
+# \epsilon\Big)^{1/2}.
 # $$
 #
 # It is cheaper (one reduction instead of two) and works as well in practice, which is why
@@ -238,13 +240,13 @@ print("RMSNorm matches torch.nn.RMSNorm; RMSNorm of centred x equals LayerNorm o
 # ## 5.3 Residual connections (core, 6 min)
 #
 # May's notes motivate the residual connection
-# {cite}`may2024transformer` (section 1.3): if a layer's output were only $\mathrm{ff}(\mathrm{self}(x))$, whatever
-# attention decided to ignore about a token would be lost for good. Adding the input back,
-# $f(x) \to x + f(x)$ (the handwritten notes' item 5; {cite}`he2016deep`), means each sub-layer
-# only has to learn a *change* to the token's vector. The same identity path helps
-# gradients: the Jacobian of $x + f(x)$ is $I + J_f$, so a gradient $g$ at the output reaches the
-# input as exactly $g + J_f^\top g$: the gradient itself, plus whatever flows back through $f$.
-# A deep chain of small random layers shows the difference:
+# {cite}`may2024transformer` (section 1.3): if a layer's output were only
+# $\mathrm{ff}(\mathrm{self}(x))$, whatever attention decided to ignore about a token would be lost
+# for good. Adding the input back, $f(x) \to x + f(x)$ (the handwritten notes' item 5;
+# {cite}`he2016deep`), means each sub-layer only has to learn a *change* to the token's vector. The
+# same identity path helps gradients: the Jacobian of $x + f(x)$ is $I + J_f$, so a gradient $g$ at
+# the output reaches the input as exactly $g + J_f^\top g$: the gradient itself, plus whatever flows
+# back through $f$. A deep chain of small random layers shows the difference:
 
 # %%
 torch.manual_seed(0)
@@ -280,8 +282,8 @@ torch.testing.assert_close(grad_x, g + g @ J)  # g + J^T g, written for row vect
 #
 # After attention has mixed information *across* tokens, the feed-forward network transforms
 # each token *by itself*, with the same two layers at every position (the handwritten notes'
-# item 6, written there for column vectors as $W_2\,\phi(W_1\mathbf{x}_t + \mathbf{b}_1) + \mathbf{b}_2$). In
-# the row convention,
+# item 6, written there for column vectors as
+# $W_2\,\phi(W_1\mathbf{x}_t + \mathbf{b}_1) + \mathbf{b}_2$). In the row convention,
 #
 # $$\operatorname{FFN}(\mathbf{x}) = \phi(\mathbf{x} W_1 + \mathbf{b}_1)\, W_2 + \mathbf{b}_2,
 # \qquad W_1 \in \mathbb{R}^{d \times d_\text{ff}},\ W_2 \in \mathbb{R}^{d_\text{ff} \times d},$$
@@ -324,8 +326,8 @@ np.testing.assert_allclose(
 # ### Gated linear units
 #
 # The handwritten notes replace the FFN's nonlinearity by a **gated linear unit**
-# $W_3\big(\phi(W_1\mathbf{x}) \odot W_2\mathbf{x}\big)$, "often swish" {cite}`shazeer2020glu`. In the
-# row convention, $(\phi(\mathbf{x}W_1) \odot \mathbf{x}W_2)\,W_3$: one branch, passed through
+# $W_3\big(\phi(W_1\mathbf{x}) \odot W_2\mathbf{x}\big)$, "often swish" {cite}`shazeer2020glu`. In
+# the row convention, $(\phi(\mathbf{x}W_1) \odot \mathbf{x}W_2)\,W_3$: one branch, passed through
 # $\phi$, multiplies the other entry by entry, so the network can switch features on and off
 # depending on the input. With swish this is **SwiGLU**. It has three matrices instead of two,
 # so models that use it shrink $d_\text{ff}$ from $4d$ to $\tfrac{2}{3}\cdot 4d$ to keep the
@@ -355,15 +357,16 @@ print(out.shape)
 #   \text{out} &= N_2\big(X_2 + \operatorname{FFN}(X_2)\big), \\
 # \text{pre-LN:}\quad & X' = X + \operatorname{MHSA}\big(N_1(X)\big), &
 #   \text{out} &= X' + \operatorname{FFN}\big(N_2(X')\big), \\
-# \text{parallel:}\quad & \text{out} = X + \operatorname{MHSA}\big(N_1(X)\big) + \operatorname{FFN}\big(N_1(X)\big). &&
+# \text{parallel:}\quad & \text{out} = X + \operatorname{MHSA}\big(N_1(X)\big) +
+# \operatorname{FFN}\big(N_1(X)\big). &&
 # \end{aligned}
 # $$
 #
 # In pre-LN {cite}`xiong2020layer` the residual stream $X \to X' \to \text{out}$ is never
 # normalised; each branch normalises its own copy of the input. The parallel block (GPT-J,
 # PaLM {cite}`chowdhery2023palm`) computes both branches from the same normalised input, so
-# they can run at the same time; we use one shared norm, as PaLM's formula reads. Each variant can drop
-# its biases (the notes' "removal of biases"; the LayerNorm bias goes too, as in PyTorch's
+# they can run at the same time; we use one shared norm, as PaLM's formula reads. Each variant can
+# drop its biases (the notes' "removal of biases"; the LayerNorm bias goes too, as in PyTorch's
 # `bias=False`). All three, written out from their equations, agree with the library:
 
 # %%
@@ -550,14 +553,15 @@ gpt2 = DecoderConfig(
     50257, 1024, 12, BlockConfig(768, 12, 3072, norm_position="pre", activation="gelu")
 )
 print(
-    f"GPT-2 small: exact {count_parameters(gpt2):,}, rule of thumb {approx_parameters(12, 768, 50257, 1024):,}"
+    f"GPT-2 small: exact {count_parameters(gpt2):,},",
+    f"rule of thumb {approx_parameters(12, 768, 50257, 1024):,}",
 )
 assert count_parameters(gpt2) == 124_439_808
 
 # %% [markdown]
 # The exact count, 124,439,808, is the size of the released GPT-2 small checkpoint (with tied
-# embeddings); the GPT-2 paper's table lists the model as 117M {cite}`radford2019language`. Now the GPT-3 size table
-# of the slides {cite}`marlin2022transformers`, copied there from the GPT-3 paper
+# embeddings); the GPT-2 paper's table lists the model as 117M {cite}`radford2019language`. Now the
+# GPT-3 size table of the slides {cite}`marlin2022transformers`, copied there from the GPT-3 paper
 # {cite}`brown2020language`. We recompute every row from its $n_\text{layers}$ and
 # $d_\text{model}$ (GPT-3 uses GPT-2's vocabulary of 50,257 tokens and 2,048 positions), and
 # also check whether $n_\text{heads} \times d_\text{head} = d_\text{model}$, as the heads must
@@ -566,13 +570,15 @@ assert count_parameters(gpt2) == 124_439_808
 # %%
 table = gpt3_table()
 print(
-    f"{'model':<12} {'nominal':>8} {'n':>3} {'d_model':>7} {'h x d_head':>10}  {'12nd^2+emb':>10} {'exact':>8} {'error':>6}"
+    f"{'model':<12} {'nominal':>8} {'n':>3} {'d_model':>7} {'h x d_head':>10}"
+    f"  {'12nd^2+emb':>10} {'exact':>8} {'error':>6}"
 )
 for r in table:
     flag = "" if r["consistent"] else "  <- h x d_head != d_model"
     print(
-        f"{r['name']:<12} {r['nominal'] / 1e9:>7.3g}B {r['n_layers']:>3} {r['d_model']:>7} {r['heads_x_dhead']:>10}"
-        f"  {r['approx'] / 1e9:>9.3f}B {r['exact'] / 1e9:>7.3f}B {100 * r['exact_error']:>+5.1f}%{flag}"
+        f"{r['name']:<12} {r['nominal'] / 1e9:>7.3g}B {r['n_layers']:>3} {r['d_model']:>7}"
+        f" {r['heads_x_dhead']:>10}  {r['approx'] / 1e9:>9.3f}B {r['exact'] / 1e9:>7.3f}B"
+        f" {100 * r['exact_error']:>+5.1f}%{flag}"
     )
 assert all(abs(r["exact_error"]) < 0.02 and abs(r["approx_error"]) < 0.02 for r in table)
 
@@ -591,10 +597,12 @@ assert all(abs(r["exact_error"]) < 0.02 and abs(r["approx_error"]) < 0.02 for r 
 # %%
 xl = next(r for r in table if r["name"] == "GPT-3 XL")
 print(
-    f"XL with attention width 24 x 128 = 3072: {xl['exact_as_printed'] / 1e9:.2f}B ({100 * xl['exact_as_printed_error']:+.0f}%)"
+    f"XL with attention width 24 x 128 = 3072: {xl['exact_as_printed'] / 1e9:.2f}B"
+    f" ({100 * xl['exact_as_printed_error']:+.0f}%)"
 )
 print(
-    f"XL with attention width d_model = 2048:  {xl['exact'] / 1e9:.2f}B ({100 * xl['exact_error']:+.1f}%)"
+    f"XL with attention width d_model = 2048:  {xl['exact'] / 1e9:.2f}B"
+    f" ({100 * xl['exact_error']:+.1f}%)"
 )
 assert xl["exact_as_printed_error"] > 0.15 and abs(xl["exact_error"]) < 0.02
 
@@ -702,12 +710,12 @@ assert thirds[0] > thirds[1] > thirds[2] and grads["pre"][24][0] > 2 * grads["pr
 x, y = reversal_batch(torch.Generator().manual_seed(0), 1)
 print("input :", x[0].tolist(), "\ntarget:", y[0].tolist())
 
-# %%
-# NBVAL_IGNORE_OUTPUT
+# %% tags=["nbval-ignore-output"]
 race = {pos: train_reversal(pos, n_layers=6, lr=1e-2, steps=150, seed=0) for pos in ("post", "pre")}
 for pos, out in race.items():
     print(
-        f"{pos}-LN: final loss {np.mean(out['loss'][-10:]):.3f}, accuracy on fresh data {out['accuracy']:.3f}"
+        f"{pos}-LN: final loss {np.mean(out['loss'][-10:]):.3f},"
+        f" accuracy on fresh data {out['accuracy']:.3f}"
     )
 
 # %%
@@ -756,7 +764,8 @@ for R in log["grid"]["n_layers"]:
         for warmup in log["grid"]["warmup"]:
             post, pre = final(R, lr, warmup, "post"), final(R, lr, warmup, "pre")
             print(
-                f"{R:>5} {lr:>6g} {warmup:>7} | {np.array2string(post, precision=2):>30} | {np.array2string(pre, precision=2):>22}"
+                f"{R:>5} {lr:>6g} {warmup:>7} | {np.array2string(post, precision=2):>30}"
+                f" | {np.array2string(pre, precision=2):>22}"
             )
 
 # %% [markdown]
@@ -905,14 +914,22 @@ keep = torch.tensor(
 )  # (B, L_s): the second source has 4 tokens
 want = theirs(src_x, tgt_y, **torch_masks(keep, 5))  # (B, L_t, d)
 got = fast.encoder_decoder_stack(
-    src_x, tgt_y, ed_params, ed_cfg,
+    src_x,
+    tgt_y,
+    ed_params,
+    ed_cfg,
     src_mask=keep[:, None, None],  # (B, 1, 1, L_s): every head, every query
     tgt_mask=torch.ones(5, 5, dtype=torch.bool).tril(),  # (L_t, L_t) causal
     memory_mask=keep[:, None, None],
-)  # fmt: skip
+)
 torch.testing.assert_close(got, want)  # float32: within 1.3e-6 relative, 1e-5 absolute
-print(ed_cfg.block.norm_position + "-LN,", count_parameters(ed_cfg), "parameters, as in PyTorch:",
-      count_parameters(ed_cfg) == sum(p.numel() for p in theirs.parameters()))  # fmt: skip
+n_theirs = sum(p.numel() for p in theirs.parameters())
+print(
+    ed_cfg.block.norm_position + "-LN,",
+    count_parameters(ed_cfg),
+    "parameters, as in PyTorch:",
+    count_parameters(ed_cfg) == n_theirs,
+)
 
 # %% [markdown]
 # ### Training one: reversing digit strings
@@ -939,12 +956,13 @@ print("decoder predicts:", tgt_out[0].tolist(), " (-100: not scored)")
 # model is used: no target is given, the decoder starts from `BOS`, and each step appends the
 # most likely next token and feeds it back in, until `EOS`.
 
-# %%
-# NBVAL_IGNORE_OUTPUT
+# %% tags=["nbval-ignore-output"]
 s2s = train_reversal_seq2seq(seed=0)
 print(f"training loss: first step {s2s['loss'][0]:.2f}, last ten {np.mean(s2s['loss'][-10:]):.3f}")
-print(f"greedy decoding of 500 fresh sources: {s2s['sequence_accuracy']:.1%} exactly right, "
-      f"{s2s['token_accuracy']:.1%} of tokens right")  # fmt: skip
+print(
+    f"greedy decoding of 500 fresh sources: {s2s['sequence_accuracy']:.1%} exactly right,",
+    f"{s2s['token_accuracy']:.1%} of tokens right",
+)
 s2s_model = s2s["model"]
 fresh, _, fresh_out = reversal_pairs(torch.Generator().manual_seed(7), 4)  # four new sources
 written = s2s_model.greedy_decode(fresh, max_new=9)  # (B, steps), EOS included
@@ -997,8 +1015,7 @@ plt.show()
 # position receives several times the weight that looking everywhere alike (weight $1/n$ on
 # each of the $n$ digits) would give it:
 
-# %%
-# NBVAL_IGNORE_OUTPUT
+# %% tags=["nbval-ignore-output"]
 src_eval, tgt_eval, _ = reversal_pairs(torch.Generator().manual_seed(1), 500)
 A = s2s_model.cross_attention_maps(src_eval, tgt_eval)[0].mean(dim=1)  # (B, L_t, L_s)
 lengths = (src_eval != PAD).sum(dim=1)  # (B,)
@@ -1007,7 +1024,8 @@ for b, n in enumerate(lengths.tolist()):
     on_mirror += [A[b, i, n - 1 - i].item() for i in range(n)]  # weight on the mirrored digit
     uniform += [1 / n] * n
 print(
-    f"mean weight on the mirrored digit: {np.mean(on_mirror):.2f} (uniform attention: {np.mean(uniform):.2f})"
+    f"mean weight on the mirrored digit: {np.mean(on_mirror):.2f}",
+    f"(uniform attention: {np.mean(uniform):.2f})",
 )
 assert A.masked_select((src_eval == PAD)[:, None, :]).max() == 0  # padding never receives weight
 assert np.mean(on_mirror) > 2 * np.mean(uniform)
@@ -1108,9 +1126,9 @@ except ValueError as err:
 # 4. **May's notes describe pre-LN as the original Transformer.** They
 #    give $x' = \mathrm{self}(\mathrm{norm}(x)) + x$ and say the original paper did not describe it
 #    well. The paper is explicit, and different: each sub-layer's output is
-#    $\operatorname{LayerNorm}(x + \operatorname{Sublayer}(x))$ {cite}`vaswani2017attention` (section
-#    3.1), which is post-LN. Pre-LN came later and was analysed by {cite}`xiong2020layer`. The
-#    notes' *form* is not wrong, only its history: pre-LN is what GPT-2 and the implementations
+#    $\operatorname{LayerNorm}(x + \operatorname{Sublayer}(x))$ {cite}`vaswani2017attention`
+#    (section 3.1), which is post-LN. Pre-LN came later and was analysed by {cite}`xiong2020layer`.
+#    The notes' *form* is not wrong, only its history: pre-LN is what GPT-2 and the implementations
 #    the notes recommend use, and it is the usual block today (section 5.8 shows why).
 #    PyTorch's `TransformerEncoderLayer` follows the paper by default:
 
@@ -1686,7 +1704,8 @@ for norm_first in (False, True):
         torch.testing.assert_close(gx_ours, gx_theirs)
         torch.testing.assert_close(gw_ours, gw_theirs.T)
         print(
-            f"norm_first={norm_first!s:<5} ({c.norm_position}-LN) {str(dtype):<13}: forward and gradients match"
+            f"norm_first={norm_first!s:<5} ({c.norm_position}-LN) {str(dtype):<13}:",
+            "forward and gradients match",
         )
 
 # %% [markdown]
@@ -1718,9 +1737,10 @@ for norm_first in (False, True):
         torch.testing.assert_close(got, want)
         p64 = {
             k: [{n: w.detach().double().numpy() for n, w in b.items()} for b in v]
-            if isinstance(v, list) else v.detach().double().numpy()
+            if isinstance(v, list)
+            else v.detach().double().numpy()
             for k, v in p_t.items()
-        }  # fmt: skip
+        }
         m = keep[:, None, None].numpy()
         numpy_out = ref.encoder_decoder_stack(
             x.double().numpy(), y.double().numpy(), p64, cfg_t, m, causal.numpy(), m
@@ -1737,8 +1757,7 @@ for norm_first in (False, True):
 # $d_\text{ff} = 2048$, float32, CPU); the target is our post-LN block within $1.3\times$ of
 # PyTorch's. Run `./course bench block` to measure your machine. A smaller version here:
 
-# %%
-# NBVAL_IGNORE_OUTPUT
+# %% tags=["nbval-ignore-output"]
 from course_lib.measure import best_time
 
 torch.manual_seed(0)
@@ -1749,7 +1768,8 @@ x = torch.randn(4, 64, 128, requires_grad=True)
 for name, m in (("ours (post-LN)", ours), ("torch TransformerEncoderLayer", theirs)):
     best = best_time(lambda m=m: m(x).sum().backward(), repeats=5)
     print(
-        f"{name:<30} forward+backward {1e3 * best:6.1f} ms  ({x.shape[0] * x.shape[1] / best:,.0f} tokens/s)"
+        f"{name:<30} forward+backward {1e3 * best:6.1f} ms",
+        f" ({x.shape[0] * x.shape[1] / best:,.0f} tokens/s)",
     )
 
 # %% [markdown]

@@ -65,17 +65,13 @@ import math
 
 import matplotlib.pyplot as plt
 import numpy as np
-import torch
 
-import course_lib.attention.accelerated as attn
 import course_lib.attention.reference as ref_attn
-import course_lib.positions.accelerated as fast
 import course_lib.positions.reference as ref
-from course_lib import device_for, get_device, seed_everything
+from course_lib import seed_everything
 from course_lib.checker import check_prediction
 from course_lib.plotting import PALETTE, heatmap, new_axes, use_style
 from course_lib.positions import exercises as check
-from course_lib.positions import experiment
 from course_lib.positions.as_printed import (
     algorithm1_steps,
     printed_case_counts,
@@ -188,6 +184,18 @@ np.testing.assert_allclose(lhs, rhs)
 row = ref.sinusoidal_encoding([1.0], 4)  # (1, 4)
 print(row)
 np.testing.assert_allclose(row[0], [np.sin(1), np.cos(1), np.sin(0.01), np.cos(0.01)])
+
+# %% [markdown]
+# The PyTorch twins (`fast` for this chapter, `attn` for chapter 4's attention) compute the same
+# table. PyTorch is imported here, at the first cell that needs it, so that the NumPy cells run
+# where it is not installed:
+
+# %% tags=["needs-torch"]
+import torch
+
+import course_lib.attention.accelerated as attn
+import course_lib.positions.accelerated as fast
+
 torch.testing.assert_close(
     fast.sinusoidal_encoding(torch.tensor([1.0], dtype=torch.float64), 4),
     torch.from_numpy(row),
@@ -328,7 +336,7 @@ print("PE(m) . PE(n) for n - m = 0, 1, 2, 3:", sim[10, 10:14].round(3))
 # reason is mechanical: a table has as many rows as the longest training sequence, and row $n$
 # only ever receives a gradient if some training sequence has a token at position $n$.
 
-# %%
+# %% tags=["needs-torch"]
 table = torch.randn(32, 16) * 0.02  # (max_len, d): a freshly initialised W_p
 tokens = torch.randn(2, 40, 16)  # (B, L, d): longer than the table
 try:
@@ -391,7 +399,9 @@ def shaw_key_logits(q, table):
 
 
 np.testing.assert_allclose(shaw_key_logits(q_rel, rel_keys), S_i, rtol=1e-12)
-torch.testing.assert_close(
+
+# %% tags=["needs-torch"]
+torch.testing.assert_close(  # and it equals the PyTorch twin
     fast.relative_key_logits(torch.from_numpy(q_rel), torch.from_numpy(rel_keys)),
     torch.from_numpy(shaw_key_logits(q_rel, rel_keys)),
 )
@@ -448,7 +458,7 @@ plt.show()
 # the $1/\sqrt{d_k}$ scaling (so variant (i)'s term is passed divided by $\sqrt{d_k}$). PyTorch's
 # fused attention accepts the same thing as a float mask; the two agree:
 
-# %%
+# %% tags=["needs-torch"]
 B, H, Lq, dh = 2, 8, 12, 16
 qt, kt, vt = torch.randn(3, B, H, Lq, dh, dtype=torch.float64)  # (B, h, L, d_h) each
 causal = attn.causal_mask(Lq)  # (L, L), True = may attend
@@ -569,7 +579,9 @@ assert math.isclose(4096 * 4096 * 64 * 4 / 2**30, 4.0)  # 4 GiB per head at L = 
 # over sequences and heads, agrees with its naive twin and with the reference (the test suite
 # also compares their gradients):
 
-# %%
+# %% tags=["needs-torch"]
+from course_lib import device_for, get_device
+
 device = get_device()
 dev64 = device_for(torch.float64)  # float64 stays on the CPU on Apple MPS (no float64 there)
 qb = torch.randn(2, 8, 64, 16, dtype=torch.float64, device=dev64)  # (B, h, L, d_h)
@@ -621,6 +633,8 @@ swap = np.arange(16) ^ 1  # exchange columns 2i and 2i+1
 np.testing.assert_allclose(
     ref.rotary_embedding(pair)[:, swap], ref.sinusoidal_encoding(10, 16), atol=1e-12
 )
+
+# %% tags=["needs-torch"]
 xt = torch.randn(2, 4, 10, 16)  # (B, h, L, d_h)
 torch.testing.assert_close(  # float32 on the PyTorch side: compared at float32 tolerance
     fast.rotary_embedding(xt), torch.from_numpy(ref.rotary_embedding(xt.numpy())).float()
@@ -646,7 +660,9 @@ torch.testing.assert_close(  # float32 on the PyTorch side: compared at float32 
 # checks that it comes out the same. Here we load the weights and evaluate them afresh on 256
 # new sequences of length $4L = 128$.
 
-# %%
+# %% tags=["needs-torch"]
+from course_lib.positions import experiment  # the trained models: PyTorch
+
 cfg, models, recorded = experiment.load_experiment()
 per_position = {key: experiment.evaluate(m, key.split("/")[0], cfg) for key, m in models.items()}
 summary = {key: experiment.summarise(acc, cfg) for key, acc in per_position.items()}
@@ -662,7 +678,7 @@ for key, s in summary.items():
 # prediction at position $t$ is the same whether the sequence stops at $t$ or goes on). The
 # figure shows where it breaks:
 
-# %%
+# %% tags=["needs-torch"]
 fig, axes = plt.subplots(1, 2, figsize=(13, 4), sharey=True)
 for ax, task in zip(axes, cfg.tasks, strict=True):
     for colour, scheme in zip(PALETTE, cfg.schemes, strict=False):
@@ -678,7 +694,7 @@ fig.suptitle("Trained at length 32, evaluated at length 128")
 fig.tight_layout()
 plt.show()
 
-# %%
+# %% tags=["needs-torch"]
 acc = {k: {n: round(v, 3) for n, v in s.items()} for k, s in summary.items()}
 assert acc["lag/learned"][32] > 0.99 and acc["lag/learned"][128] < 0.35  # perfect, then lost
 assert all(acc[f"{t}/alibi"][128] > acc[f"{t}/alibi"][32] - 0.05 for t in cfg.tasks)  # flat
@@ -707,7 +723,7 @@ assert acc["recent/rotary"][64] > acc["recent/sinusoidal"][64]  # rotary holds o
 # the same as "works at any position". Where does rotary's lag model break? Its attention on the
 # correct key, three back, as a function of the query position:
 
-# %%
+# %% tags=["needs-torch"]
 x_eval, _ = experiment.eval_batch("lag", cfg)
 fig, ax = new_axes(
     "Attention on the key three back (best head), lag task",
@@ -996,7 +1012,7 @@ check.skew_step(skew_logits, require=True)
 # length 128? Write its name, then run the cell.
 # ```
 
-# %%
+# %% tags=["needs-torch"]
 prediction = None  # your prediction here, e.g. "learned"
 best_at_128 = max(
     ("sinusoidal", "learned", "alibi", "rotary"),
@@ -1009,7 +1025,7 @@ check_prediction(prediction, best_at_128, what="the best scheme at length 128")
 # :class: dropdown
 # ```
 
-# %% tags=["solution"]
+# %% tags=["needs-torch", "solution"]
 prediction = "alibi"  # its bias depends only on the distance, the same at every length
 assert check_prediction(prediction, best_at_128, what="the best scheme at length 128").passed
 

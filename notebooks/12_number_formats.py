@@ -64,11 +64,9 @@ import math
 import matplotlib.pyplot as plt
 import ml_dtypes
 import numpy as np
-import torch
 
-import course_lib.number_formats.accelerated as fast
 import course_lib.number_formats.reference as ref
-from course_lib import get_device, seed_everything
+from course_lib import seed_everything
 from course_lib.checker import check_prediction
 from course_lib.number_formats import exercises as check
 from course_lib.number_formats.formats import FORMAT_NAMES, format_table, get_format
@@ -76,7 +74,6 @@ from course_lib.plotting import PALETTE, new_axes, use_style
 
 rng = seed_everything(0)
 use_style()
-device = get_device()
 np.set_printoptions(precision=6, suppress=False)
 
 # %% [markdown]
@@ -91,7 +88,8 @@ np.set_printoptions(precision=6, suppress=False)
 # $1 \le E \le 254$ the notes give its value as {cite}`strabel2023transformers` (section 15),
 # {cite}`ieee2019754`
 #
-# $$\text{value} = (-1)^{b_{31}} \times 2^{E - 127} \times \Big(1 + \sum_{i=1}^{23} b_{23-i}\, 2^{-i}\Big).
+# $$\text{value} = (-1)^{b_{31}} \times 2^{E - 127} \times \Big(1 + \sum_{i=1}^{23} b_{23-i}\,
+# 2^{-i}\Big).
 # \qquad \text{(12.1)}$$
 #
 # The leading 1 is not stored (the *hidden bit*); the fraction bits are the binary digits after
@@ -129,9 +127,21 @@ assert value == 0.15625 and bits == 0x3E200000
 # %%
 assert ref.decode(bits, "float32") == 0.15625
 assert np.array([bits], dtype=np.uint32).view(np.float32)[0] == 0.15625
-assert fast.decode(torch.tensor([bits]), "float32").item() == 0.15625
 assert int(ref.encode(0.15625, "float32")) == bits
-print("0x3E200000 is 0.15625 for the reference, NumPy and PyTorch")
+print("0x3E200000 is 0.15625 for the reference and NumPy")
+
+# %% [markdown]
+# and for the PyTorch twin, `fast` (imported here, at the first cell that needs PyTorch: the
+# NumPy cells run where it is not installed):
+
+# %% tags=["needs-torch"]
+import torch
+
+import course_lib.number_formats.accelerated as fast
+from course_lib import get_device
+
+device = get_device()
+assert fast.decode(torch.tensor([bits]), "float32").item() == 0.15625
 
 # %% [markdown]
 # Which fraction bit is set matters: the sum in eq. (12.1) gives bit $b_{23-i}$ the weight
@@ -232,7 +242,7 @@ for r in table:
 # Three independent libraries (NumPy, ml_dtypes, PyTorch) describe their own types; every
 # computed entry matches:
 
-# %%
+# %% tags=["needs-torch"]
 ml_types = {
     "float32": np.float32,
     "float16": np.float16,
@@ -261,7 +271,10 @@ rounded = int(ref.encode(0.1, "bfloat16"))
 print(f"0.1 as float32: {b32:032b}")
 print(f"truncated:      {truncated:016b} = {ref.decode(truncated, 'bfloat16'):.10f}")
 print(f"rounded:        {rounded:016b} = {ref.decode(rounded, 'bfloat16'):.10f}")
-assert rounded == truncated + 1 == fast.encode(torch.tensor([0.1]), "bfloat16").item()
+assert rounded == truncated + 1
+
+# %% tags=["needs-torch"]
+assert fast.encode(torch.tensor([0.1]), "bfloat16").item() == rounded  # PyTorch rounds too
 
 # %% [markdown]
 # The reference decoder is written from eqs. (12.1)-(12.3) with integer operations. To make sure
@@ -269,7 +282,7 @@ assert rounded == truncated + 1 == fast.encode(torch.tensor([0.1]), "bfloat16").
 # with PyTorch's own reading of the same bits (`Tensor.view(dtype)`), NaNs compared as NaNs and
 # the signs of the zeros included. (The tests also compare with ml_dtypes.)
 
-# %%
+# %% tags=["needs-torch"]
 for name in ("float16", "bfloat16", "float8_e4m3fn", "float8_e5m2"):
     fmt = get_format(name)
     every = np.arange(2**fmt.bits)  # (65536,) or (256,)
@@ -373,7 +386,9 @@ ties = np.array([1 + 2**-8, 1 + 3 * 2**-8])
 print("ties:   ", ties)
 print("rounded:", ref.round_to_format(ties, "bfloat16"))
 np.testing.assert_array_equal(ref.round_to_format(ties, "bfloat16"), [1.0, 1 + 2**-6])
-np.testing.assert_array_equal(
+
+# %% tags=["needs-torch"]
+np.testing.assert_array_equal(  # PyTorch's cast rounds the ties the same way
     torch.tensor(ties, dtype=torch.float32).bfloat16().double(), [1.0, 1 + 2**-6]
 )
 
@@ -385,7 +400,7 @@ np.testing.assert_array_equal(
 # (subnormals, infinities and NaNs included) and on every one of the 65,536 float32 numbers that
 # lie exactly half-way between two bfloat16 numbers, it agrees with PyTorch's conversion:
 
-# %%
+# %% tags=["needs-torch"]
 random32 = rng.integers(0, 2**32, 10**6, dtype=np.uint64).astype(np.uint32).view(np.float32)
 all_ties = (np.arange(2**16, dtype=np.uint32) << 16 | 0x8000).view(np.float32)  # low half = half
 for name, x32 in (("random", random32), ("ties", all_ties)):
@@ -407,7 +422,7 @@ for name, x32 in (("random", random32), ("ties", all_ties)):
 # infinity becomes 448), where PyTorch 2.11 still gave NaN. The reference does either, chosen by
 # `saturate`.
 
-# %%
+# %% tags=["needs-torch"]
 print("float16:", ref.round_to_format([65504.0, 65519.0, 65520.0], "float16"))
 x = np.array([448.0, 464.0, 465.0, np.inf])
 print("E4M3FN, no saturation: ", ref.round_to_format(x, "float8_e4m3fn"))
@@ -455,7 +470,7 @@ assert stored[-1] == 0 and stored[-2] == 2.0**-24
 # The library takes the uniform random numbers as an argument, so both sides make the same
 # choices. Take $x = 1 + 2^{-10}$, one eighth of a bfloat16 step above 1:
 
-# %%
+# %% tags=["needs-torch"]
 gen = torch.Generator().manual_seed(0)
 x = torch.full((200_000,), 1 + 2**-10, dtype=torch.float64)
 u = torch.rand(x.shape, generator=gen, dtype=torch.float64)
@@ -472,7 +487,7 @@ assert abs(draws.mean().item() - (1 + 2**-10)) < 4 * sigma
 # receives 1000 updates of $+10^{-3}$ (a learning rate times a gradient). The bfloat16 step at 1
 # is $2^{-7} \approx 0.0078$, so each update is below half a step:
 
-# %%
+# %% tags=["needs-torch"]
 steps, delta = 1000, 1e-3
 w32 = torch.tensor(1.0)
 w_rn = torch.tensor(1.0)
@@ -488,7 +503,7 @@ print({k: round(v[-1], 3) for k, v in history.items()})
 assert history["bfloat16, round to nearest"][-1] == 1.0
 assert abs(history["bfloat16, stochastic (mean of 64)"][-1] - history["float32"][-1]) < 0.05
 
-# %%
+# %% tags=["needs-torch"]
 fig, ax = new_axes(
     "1000 updates of +0.001 to a weight of 1.0", "update step", "weight", figsize=(7, 4)
 )
@@ -514,7 +529,7 @@ plt.show()
 # above a float16 tie can become the tie itself in float32, which then goes to even, the wrong
 # way. PyTorch converts float64 to float16 through float32, so it rounds twice:
 
-# %%
+# %% tags=["needs-torch"]
 x = 1 + 2**-11 + 2**-40  # just above the tie between 1 and 1 + 2**-10
 print("correct (reference):  ", ref.round_to_format(x, "float16") - 1)
 print("NumPy float64->float16:", float(np.float16(x)) - 1)
@@ -549,7 +564,7 @@ assert torch.tensor(x, dtype=torch.float64).half().item() == 1.0
 # library's sums round *every* intermediate result to the chosen format, which simulates adding
 # in that format.
 
-# %%
+# %% tags=["needs-torch"]
 x = torch.rand(4, 4096, generator=gen)  # (R, n): 4 repetitions of 4096 numbers in [0, 1)
 print(f"{'format':<15}{'naive':>10}{'pairwise':>10}{'Kahan':>10}{'best possible':>15}")
 errors = {}
@@ -584,7 +599,7 @@ assert errors["bfloat16"]["Kahan"] < 0.01 and errors["float16"]["Kahan"] < 1e-3
 # so its pairwise sum overflows to NaN. This is why fp8 matrix units accumulate in float32. The
 # running bfloat16 total shows where the naive sum stalls:
 
-# %%
+# %% tags=["needs-torch"]
 running = torch.zeros(())
 path = []
 for value in fast.round_to_format(x[0], "bfloat16"):
@@ -602,7 +617,8 @@ ax.legend()
 fig.tight_layout()
 plt.show()
 print(
-    f"the bfloat16 running sum stalls at {path[-1]:g}; its step there is {2.0 ** (math.floor(math.log2(path[-1])) - 7):g}"
+    f"the bfloat16 running sum stalls at {path[-1]:g};",
+    f"its step there is {2.0 ** (math.floor(math.log2(path[-1])) - 7):g}",
 )
 
 # %% [markdown]
@@ -612,7 +628,7 @@ print(
 # reductions avoid this on their own: `torch.sum` of a bfloat16 tensor accumulates in float32 and
 # rounds only the final result.
 
-# %%
+# %% tags=["needs-torch"]
 xb = x[0].bfloat16()
 exact = xb.double().sum().item()
 half_step = 2.0 ** (math.floor(math.log2(exact)) - 8)
@@ -625,7 +641,7 @@ print(f"torch.sum in bfloat16: {torch.sum(xb).item():g} (exact {exact:.2f}, one 
 # The softmax of chapter 2 exponentiates its inputs. In float16, $e^z$ overflows as soon as
 # $z > \ln 65504 \approx 11.09$, and the naive formula then divides infinity by infinity:
 
-# %%
+# %% tags=["needs-torch"]
 z = torch.tensor([12.0, 11.0, 2.0], dtype=torch.float16)  # (L,) attention logits
 naive = torch.exp(z) / torch.exp(z).sum()
 stable = torch.exp(z - z.max()) / torch.exp(z - z.max()).sum()  # chapter 2: subtract the max
@@ -650,7 +666,7 @@ assert torch.isnan(naive[0]) and torch.allclose(
 # same bfloat16 inputs, against the exact product of those inputs:
 
 
-# %%
+# %% tags=["needs-torch", "nbval-ignore-output"]
 def matmul_errors(K: int) -> dict[str, float]:
     Xb = torch.randn(32, K, generator=gen).bfloat16()  # (n, K) bfloat16 inputs
     Yb = torch.randn(K, 32, generator=gen).bfloat16()  # (K, k)
@@ -665,7 +681,6 @@ def matmul_errors(K: int) -> dict[str, float]:
     return {key: (out.double() - exact).abs().mean().item() / scale for key, out in outputs.items()}
 
 
-# NBVAL_IGNORE_OUTPUT
 Ks = [16, 64, 256, 1024, 4096]
 results = {K: matmul_errors(K) for K in Ks}
 final = results[4096]
@@ -678,7 +693,7 @@ assert (
 )
 print("mean relative error at K = 4096:", {k: f"{v:.0e}" for k, v in final.items()})
 
-# %%
+# %% tags=["needs-torch"]
 fig, ax = new_axes(
     "Error of a 32 x K x 32 product with bfloat16 inputs",
     "inner dimension K",
@@ -697,8 +712,8 @@ plt.show()
 # With float32 accumulation the error stays near float32's precision for every $K$. PyTorch's
 # bfloat16 matmul accumulates in float32 too, and then rounds each output to bfloat16 once: its
 # error is half a bfloat16 step, independent of $K$. Accumulating in bfloat16 itself loses more
-# with every term: several percent at $K = 4096$, and still growing. (On CUDA, cuBLAS may use reduced
-# precision for parts of a bfloat16 reduction unless
+# with every term: several percent at $K = 4096$, and still growing. (On CUDA, cuBLAS may use
+# reduced precision for parts of a bfloat16 reduction unless
 # `torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction` is turned off.)
 #
 # ### Loss scaling for float16 gradients
@@ -717,7 +732,8 @@ log2_scales = np.arange(0, 41, 2)
 lost = [np.mean(ref.round_to_format(g * 2.0**k, "float16") == 0) for k in log2_scales]
 overflow = [np.mean(np.isinf(ref.round_to_format(g * 2.0**k, "float16"))) for k in log2_scales]
 print(
-    f"no scaling: {lost[0]:.1%} of the gradients are zero in float16, {np.mean(ref.round_to_format(g, 'bfloat16') == 0):.1%} in bfloat16"
+    f"no scaling: {lost[0]:.1%} of the gradients are zero in float16,",
+    f"{np.mean(ref.round_to_format(g, 'bfloat16') == 0):.1%} in bfloat16",
 )
 assert lost[0] > 0.3 and lost[8] == 0 and overflow[8] == 0 and overflow[-1] > 0.3
 
@@ -750,7 +766,7 @@ plt.show()
 # float32, while the parameters stay float32 {cite}`micikevicius2018mixed`. It works on the CPU as
 # well as on CUDA; we use bfloat16, which needs no loss scaling.
 
-# %%
+# %% tags=["needs-torch"]
 torch.manual_seed(0)
 model = torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.GELU(), torch.nn.Linear(256, 64)).to(
     device
@@ -797,7 +813,7 @@ print(f"relative difference from the float32 forward pass: below {math.ceil(rel_
 # weight (an *outlier*) inflates $s$ for everybody; with one scale per block of $B = 64$
 # consecutive weights, only its own block suffers {cite}`dettmers2022optimizers`.
 
-# %%
+# %% tags=["needs-torch"]
 W = 0.02 * torch.randn(1024, 1024, generator=gen)  # (d_out, d_in), typical weight scale
 W_out = W.clone()
 W_out.view(-1)[torch.randperm(W.numel(), generator=gen)[:16]] = 1.0  # 16 outliers
@@ -825,7 +841,7 @@ for label, M in (("no outliers", W), ("16 outliers of 1.0", W_out)):
 # So the library (like bitsandbytes) converts a block to float32, computes the scale and the codes
 # there, and keeps the scale in float32. Compare both with the exact quotient in float64:
 
-# %%
+# %% tags=["needs-torch"]
 W16 = (0.02 * torch.randn(64 * 1024, generator=gen)).to(torch.bfloat16)  # (n,) bfloat16 weights
 exact = W16.double().view(-1, 64)  # the same numbers, exactly, in float64
 s_exact = exact.abs().amax(dim=1, keepdim=True) / 127
@@ -835,7 +851,8 @@ q_ours, s_ours = fast.absmax_quantize(W16, block_size=64)  # float32 inside
 wrong_bf16 = int((q_in_bf16.double() - exact / s_exact).abs().gt(0.5 + 1e-4).sum())
 wrong_ours = int((q_ours.view(-1, 64).double() - exact / s_exact).abs().gt(0.5 + 1e-4).sum())
 print(
-    f"codes that are not the nearest integer: computed in bfloat16 {wrong_bf16}, in float32 {wrong_ours}"
+    "codes that are not the nearest integer:",
+    f"computed in bfloat16 {wrong_bf16}, in float32 {wrong_ours}",
 )
 assert wrong_bf16 > 1000 and wrong_ours == 0 and s_ours.dtype == torch.float32
 
@@ -853,25 +870,31 @@ assert wrong_bf16 > 1000 and wrong_ours == 0 and s_ours.dtype == torch.float32
 #
 # $$\ell^{+}_j = \Phi^{-1}\Big(\delta - j\,\frac{\delta - 1/2}{8}\Big),\; j = 0..7, \qquad
 # \ell^{-}_j = -\Phi^{-1}\Big(\delta - j\,\frac{\delta - 1/2}{7}\Big),\; j = 0..6, \qquad
-# \text{NF4} = \frac{\{\ell^-\} \cup \{0\} \cup \{\ell^+\}}{\Phi^{-1}(\delta)}. \qquad \text{(12.7)}$$
+# \text{NF4} = \frac{\{\ell^-\} \cup \{0\} \cup \{\ell^+\}}{\Phi^{-1}(\delta)}. \qquad
+# \text{(12.7)}$$
 #
 # Some cut-off $\delta < 1$ is needed because the quantile at probability 1 is infinite. The value
 # used equals $1 - \tfrac12(\tfrac1{30} + \tfrac1{32})$ rounded to 7 decimals: the mean of the
 # centres $1 - \tfrac1{30}$ and $1 - \tfrac1{32}$ of the outermost of 15 and of 16 equal-probability
-# bins. The asymmetry (8 positive levels, 7 negative) buys an exact zero. Both sides of the library compute the code book; we check
-# them against the 16 values published with QLoRA (typed in below, from the paper's appendix and
-# bitsandbytes):
+# bins. The asymmetry (8 positive levels, 7 negative) buys an exact zero. Both sides of the library
+# compute the code book; we check them against the 16 values published with QLoRA (typed in below,
+# from the paper's appendix and bitsandbytes):
 
 # %%
 PUBLISHED_NF4 = [
-    -1.0, -0.6961928009986877, -0.5250730514526367, -0.39491748809814453,
-    -0.28444138169288635, -0.18477343022823334, -0.09105003625154495, 0.0,
-    0.07958029955625534, 0.16093020141124725, 0.24611230194568634, 0.33791524171829224,
-    0.44070982933044434, 0.5626170039176941, 0.7229568362236023, 1.0,
-]  # fmt: skip
+    float(v)
+    for v in """
+-1.0 -0.6961928009986877 -0.5250730514526367 -0.39491748809814453
+-0.28444138169288635 -0.18477343022823334 -0.09105003625154495 0.0
+0.07958029955625534 0.16093020141124725 0.24611230194568634 0.33791524171829224
+0.44070982933044434 0.5626170039176941 0.7229568362236023 1.0
+""".split()
+]  # the 16 levels as printed in the paper, four to a line
 levels = ref.nf4_codebook()  # (16,) float64, eq. (12.7)
 print(np.round(levels, 4))
 np.testing.assert_allclose(levels, PUBLISHED_NF4, rtol=0, atol=2.0**-23)  # float32 precision
+
+# %% tags=["needs-torch"]
 assert torch.equal(fast.nf4_codebook(), torch.tensor(PUBLISHED_NF4, dtype=torch.float32))
 
 # %% [markdown]
@@ -884,7 +907,7 @@ assert torch.equal(fast.nf4_codebook(), torch.tensor(PUBLISHED_NF4, dtype=torch.
 # the index of the nearest level. The picture compares the levels with those of absmax int4 over
 # the distribution of one block's normalised weights:
 
-# %%
+# %% tags=["needs-torch"]
 int4_levels = np.arange(-7, 8) / 7  # absmax int4: 15 evenly spaced levels
 block = W.view(-1, 64)  # (n_blocks, 64)
 normalised = (block / block.abs().amax(dim=1, keepdim=True)).numpy().ravel()
@@ -908,12 +931,12 @@ plt.show()
 # (which runs on the CPU too) produces the very same packed bytes and scales as
 # `fast.nf4_quantize` followed by `fast.pack_4bit`:
 
-# %%
+# %% tags=["needs-torch"]
 import logging
 
 # bitsandbytes logs a notice about optional kernels on some CPUs only: keep outputs machine-free
 logging.getLogger("bitsandbytes").setLevel(logging.ERROR)
-import bitsandbytes.functional as bnb  # noqa: E402
+import bitsandbytes.functional as bnb
 
 packed_bnb, state = bnb.quantize_4bit(W, blocksize=64, quant_type="nf4", compress_statistics=False)
 codes, absmax = fast.nf4_quantize(W, block_size=64)
@@ -933,7 +956,7 @@ print("bitsandbytes and course_lib: identical NF4 codes and scales for", W.numel
 # are stored two per byte.
 
 
-# %%
+# %% tags=["needs-torch"]
 def nf4_double_quant(M: torch.Tensor, block: int = 64) -> tuple[torch.Tensor, float]:
     """NF4 with double-quantised scales: returns (dequantised M, bits per parameter)."""
     codes, absmax = fast.nf4_quantize(M, block_size=block)
@@ -983,7 +1006,7 @@ assert (
 )
 assert bits["NF4, blocks of 64"] == 4.5 and round(bits["NF4 + double quantisation"], 3) == 4.127
 
-# %%
+# %% tags=["needs-torch"]
 fig, ax = new_axes(
     "Storing a 1024 x 1024 weight matrix drawn from N(0, 0.02^2)",
     "RMS error / std of the weights (log scale)",
@@ -1034,7 +1057,8 @@ def notes_formula(b: int) -> float:
 for name in ("+0", "smallest subnormal", "+infinity"):
     b = landmarks[name]
     print(
-        f"{name:<19} notes' formula: {notes_formula(b):.6g}   correct: {ref.decode(b, 'float32'):.6g}"
+        f"{name:<19} notes' formula: {notes_formula(b):.6g}",
+        f"  correct: {ref.decode(b, 'float32'):.6g}",
     )
 assert notes_formula(landmarks["one"]) == 1.0 and notes_formula(0) != 0.0
 
@@ -1214,7 +1238,7 @@ assert check_prediction(prediction, actual, what="the two bfloat16 values", rtol
 # GPU with 16 GB, leaving room for the activations?
 # ```
 
-# %%
+# %% tags=["needs-torch"]
 prediction = None  # your prediction here: (float32, bfloat16, int8, NF4) in GB
 schemes = ("int8, blocks of 64", "NF4 + double quantisation")
 per_param = (32, bits["bfloat16"], *(bits[name] for name in schemes))  # bits per weight
@@ -1226,7 +1250,7 @@ check_prediction(prediction, actual, what="the weights' memory in GB")
 # :class: dropdown
 # ```
 
-# %% tags=["solution"]
+# %% tags=["needs-torch", "solution"]
 prediction = (28.0, 14.0, 7.4, 3.6)  # 7e9 x (32, 16, 8 + 32/64, 4.127) bits / 8 bytes
 assert check_prediction(prediction, actual, what="the weights' memory in GB").passed
 
@@ -1354,7 +1378,7 @@ assert nearest < 5 and abs(stochastic - 10) < 0.5
 # inputs for several dtypes, most of them bit for bit. Bad input gets a message, not a stack trace
 # from deep inside NumPy:
 
-# %%
+# %% tags=["needs-torch"]
 for call in (
     lambda: ref.decode(0x10000, "float16"),
     lambda: ref.encode(1.0, "fp8"),

@@ -22,14 +22,14 @@ from tools import overlay_venv
 ROOT = Path(__file__).resolve().parent.parent
 #: chapter folders whose NumPy reference and exercises must not need torch, and their modules
 NUMPY_HALF = {
-    "matmul": ("reference", "exercises", "widget"),
+    "matmul": ("reference", "exercises", "widget", "cost"),
     "softmax": ("reference", "exercises", "widget"),
     "text_metrics": ("ngrams", "bleu", "rouge", "exercises", "widget"),
-    "attention": ("reference", "exercises", "as_printed", "examples"),
+    "attention": ("reference", "exercises", "as_printed", "examples", "flops"),
     "positions": ("reference", "exercises", "as_printed", "indices", "variants"),
     "number_formats": ("reference", "exercises", "formats"),
 }
-SHARED = ("checker", "checks", "plotting", "interact", "paths", "fetch", "colab")
+SHARED = ("checker", "checks", "plotting", "interact", "paths", "fetch", "colab", "measure")
 
 
 def _run(code: str, python: str = sys.executable, **env: str) -> subprocess.CompletedProcess:
@@ -58,6 +58,9 @@ import course_lib
 rng = course_lib.seed_everything(3)
 from course_lib.checks import as_array
 assert as_array([[1, 2]], "X").shape == (1, 2)
+from course_lib.measure import best_time, peak_numpy_memory
+import numpy as np
+assert peak_numpy_memory(lambda: np.ones(1000)) >= 8000 and best_time(lambda: None) >= 0
 print("ok", rng.integers(10))
 """
     out = _run(code)
