@@ -850,9 +850,10 @@ q_in_bf16 = torch.round(blocks16 / (blocks16.abs().amax(dim=1, keepdim=True) / 1
 q_ours, s_ours = fast.absmax_quantize(W16, block_size=64)  # float32 inside
 wrong_bf16 = int((q_in_bf16.double() - exact / s_exact).abs().gt(0.5 + 1e-4).sum())
 wrong_ours = int((q_ours.view(-1, 64).double() - exact / s_exact).abs().gt(0.5 + 1e-4).sum())
+# the share, not the count: bfloat16's division rounds a few codes differently on other CPUs
 print(
     "codes that are not the nearest integer:",
-    f"computed in bfloat16 {wrong_bf16}, in float32 {wrong_ours}",
+    f"computed in bfloat16 {wrong_bf16 / W16.numel():.0%}, in float32 {wrong_ours}",
 )
 assert wrong_bf16 > 1000 and wrong_ours == 0 and s_ours.dtype == torch.float32
 
