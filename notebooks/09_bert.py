@@ -264,8 +264,8 @@ def attention_fused(h, blk, keys):
     n_heads, d, d_k = blk["w_q"].shape
     w = torch.cat([blk[n].permute(1, 0, 2).reshape(d, -1) for n in ("w_q", "w_k", "w_v")], 1)
     b = torch.cat([blk[n].reshape(-1) for n in ("b_q", "b_k", "b_v")])  # (3d,)
-    qkv = (h @ w + b).unflatten(-1, (3, n_heads, d_k))  # (B, L, 3, h, d_k): w is (d, 3d)
-    q, k, v = qkv.permute(2, 0, 3, 1, 4)  # each (B, h, L, d_k)
+    qkv = (h @ w + b).split(d, dim=-1)  # 3 x (B, L, d): every head's Q, then K, then V
+    q, k, v = (t.unflatten(-1, (n_heads, d_k)).transpose(1, 2) for t in qkv)  # (B, h, L, d_k)
     a = F.scaled_dot_product_attention(q, k, v, attn_mask=keys)  # (B, h, L, d_k)
     return a.transpose(1, 2).flatten(2) @ blk["w_o"] + blk["b_o"]  # (B, L, d)
 
@@ -285,10 +285,10 @@ torch.testing.assert_close(fused_self_attention(h0, p64["blocks"][0], keys), rea
 # weights on each call, so checkpoints and the conversion to Hugging Face keep their layout).
 # What it buys was measured on one CPU thread (`benchmarks/bert_encoder.md`, medians of CPU
 # time): at this chapter's size (two blocks of width 64, a batch of 32 rows of 32 tokens) the
-# forward pass took about a quarter less time than with the explicit attention, forward and
-# backward about 13% less, and both were a little faster than Hugging Face's `BertModel` with the
-# same kernel. At BERT-base's size (12 blocks of width 768, 128 tokens) the gain was 2-4%, level
-# with `BertModel`. Counting operations says why: per block and token, the projections and
+# forward pass took about a fifth less time than with the explicit attention, forward and
+# backward about a sixth less, and both were a little faster than Hugging Face's `BertModel`
+# with the same kernel. At BERT-base's size (12 blocks of width 768, 128 tokens) the gain was
+# about 3%, level with `BertModel`. Counting operations says why: per block and token, the projections and
 # the feed-forward cost $24d^2$ and the attention scores and their average $4Ld$, a share of
 # about $L / 6d$ of the work, 3% at BERT-base's size. There the matrix products, the same in
 # every implementation, take the time, and no attention kernel can change much.

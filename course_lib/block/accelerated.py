@@ -241,8 +241,8 @@ def fused_self_attention(
     """
     h, d_k = p["w_q"].shape[0], p["w_q"].shape[2]  # a block's heads: d_v = d_k = d_head
     w, b = fused_qkv(p)
-    qkv = _linear(z, w, b).unflatten(-1, (3, h, d_k))  # (..., L, 3, h, d_k)
-    q, k, v = qkv.movedim(-3, 0).transpose(-3, -2).unbind(0)  # each (..., h, L, d_k)
+    qkv = _linear(z, w, b).split(h * d_k, dim=-1)  # 3 x (..., L, h*d_k): Q, K, V
+    q, k, v = (t.unflatten(-1, (h, d_k)).transpose(-3, -2) for t in qkv)  # each (..., h, L, d_k)
     a = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)  # (..., h, L, d_k)
     return _linear(a.transpose(-3, -2).flatten(-2), p["w_o"], p.get("b_o"))  # (..., L, d_o)
 
