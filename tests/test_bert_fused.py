@@ -6,7 +6,8 @@ conformance suite. Here the two are held equal, forward and backward, over paddi
 lengths, padded queries, a sequence with no real token (the core only: the public functions
 refuse it), dropout, float32 and float64, on the CPU and, where there is one, on CUDA; and the
 shipped checkpoints and Hugging Face's ``BertModel`` with SDPA attention agree with the fused
-path. ``benchmarks/bert_encoder.py`` times the two paths and Hugging Face's.
+path; and the fused core traces under ``torch.compile(fullgraph=True)`` (no host
+synchronisation). ``benchmarks/bert_encoder.py`` times the two paths and Hugging Face's.
 """
 
 from __future__ import annotations
@@ -175,3 +176,17 @@ def test_hugging_face_bert_with_sdpa_attention_equals_the_fused_encoder():
     torch.testing.assert_close(ours[m], out[m], rtol=1e-10, atol=1e-10)
     with pytest.raises(ValueError, match="attn_implementation must be 'eager' or 'sdpa'"):
         to_hf(model.numpy_parameters(), CFG, "model", attn_implementation="flash")
+
+
+def test_the_fused_encoder_traces_as_one_graph():
+    """No host synchronisation in the fused core: ``torch.compile(fullgraph=True)`` traces it."""
+    model = _model(torch.float32)
+    t, s, m = _batch(2, 9, seed=10)
+    p = model.parameter_dict()
+    compiled = torch.compile(
+        lambda t, s, m: A.encode(t, s, m, p, CFG), fullgraph=True, backend="aot_eager"
+    )
+    out = compiled(t, s, m)
+    torch.testing.assert_close(out, A.encode(t, s, m, p, CFG), **TOL[torch.float32])
+    out.sum().backward()
+    assert model.blocks[0]["w_q"].grad is not None
