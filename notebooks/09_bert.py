@@ -60,7 +60,8 @@ if "google.colab" in sys.modules or os.environ.get("COURSE_COLAB") == "1":
 # **Assumes**: chapters 4 and 5 (multi-head attention, the post-LN block), chapter 7 (BPE), and
 # cross-entropy. **Core path**: about 57 minutes (9.1-9.4, the first and last subsections of
 # 9.6, and 9.9), the two exercises inside 9.4 included; the optional sections add about 39
-# minutes, the optional subsections of 9.6 another 14, and the exercises at the end about 25.
+# minutes, the optional subsections of 9.2 and 9.6 another 18, and the exercises at the end
+# about 25.
 #
 # The chapter follows section 8 of Strabel's notes {cite}`strabel2023transformers`, which names
 # BERT {cite}`devlin2019bert` as the first encoder-only model fine-tuned for many tasks, and the
@@ -181,8 +182,9 @@ print(segments)
 # %% [markdown]
 # The encoder is then chapter 5's post-LN block (LayerNorm with gain and bias, GELU, biases
 # everywhere; BERT's LayerNorm uses $\varepsilon = 10^{-12}$) stacked $R$ times, with a mask that
-# only hides padding. Here it is in PyTorch, on the page; it is the same code as
-# `course_lib.bert.accelerated.encode`, which the models of this chapter run.
+# only hides padding. Here it is in PyTorch, on the page, with chapter 5's block;
+# `course_lib.bert.accelerated.encode`, which the models of this chapter run, is the same
+# computation with the attention in a fused form (the optional subsection below).
 
 # %%
 from course_lib.block.accelerated import block_forward
@@ -230,6 +232,66 @@ np.testing.assert_allclose(
     ref.bert_encoder(tokens.numpy(), segs.numpy(), params, cfg, mask.numpy()),
     atol=1e-10,
 )
+
+# %% [markdown]
+# ### The same attention, fused (optional, 4 min)
+#
+# Chapter 4 wrote multi-head attention one head at a time: head $i$ projects the input with its
+# own $W_Q^i, W_K^i, W_V^i$, takes $\mathrm{softmax}(Q_i K_i^{\top} / \sqrt{d_k})\, V_i$, and the
+# heads are concatenated and multiplied by $W_O$. That is the readable form. The fast form does
+# the same arithmetic in fewer, larger calls: all the heads' projection matrices side by side in
+# one $(d, 3d)$ matrix, so that one product gives every query, key and value, and PyTorch's
+# `scaled_dot_product_attention`, one kernel for softmax, scaling, mask and the product with V
+# that never stores the $(L, L)$ weights. Both, for one of the blocks above:
+
+
+# %%
+def attention_per_head(h, blk, keys):
+    """The readable form, head by head: h (B, L, d), keys (B, 1, 1, L) -> (B, L, d)."""
+    heads = []
+    for i in range(blk["w_q"].shape[0]):
+        q = h @ blk["w_q"][i] + blk["b_q"][i]  # (B, L, d_k)
+        k = h @ blk["w_k"][i] + blk["b_k"][i]  # (B, L, d_k)
+        v = h @ blk["w_v"][i] + blk["b_v"][i]  # (B, L, d_k)
+        scores = q @ k.transpose(-2, -1) / k.shape[-1] ** 0.5  # (B, L, L)
+        scores = scores.masked_fill(~keys[:, 0], float("-inf"))  # padding keys get weight 0
+        heads.append(torch.softmax(scores, dim=-1) @ v)  # (B, L, d_k)
+    return torch.cat(heads, dim=-1) @ blk["w_o"] + blk["b_o"]  # (B, L, d): concat, then W_O
+
+
+def attention_fused(h, blk, keys):
+    """The fast form: one product for every head's Q, K and V, then one fused kernel."""
+    n_heads, d, d_k = blk["w_q"].shape
+    w = torch.cat([blk[n].permute(1, 0, 2).reshape(d, -1) for n in ("w_q", "w_k", "w_v")], 1)
+    b = torch.cat([blk[n].reshape(-1) for n in ("b_q", "b_k", "b_v")])  # (3d,)
+    qkv = (h @ w + b).split(d, dim=-1)  # 3 x (B, L, d): every head's Q, then K, then V
+    q, k, v = (t.unflatten(-1, (n_heads, d_k)).transpose(1, 2) for t in qkv)  # (B, h, L, d_k)
+    a = F.scaled_dot_product_attention(q, k, v, attn_mask=keys)  # (B, h, L, d_k)
+    return a.transpose(1, 2).flatten(2) @ blk["w_o"] + blk["b_o"]  # (B, L, d)
+
+
+# %%
+from course_lib.block.accelerated import fused_self_attention
+
+h0 = fast.bert_embeddings(tokens, segs, p64, cfg)  # (2, L, d): the first block's input
+keys = mask[:, None, None, :]  # (2, 1, 1, L)
+readable = attention_per_head(h0, p64["blocks"][0], keys)
+torch.testing.assert_close(attention_fused(h0, p64["blocks"][0], keys), readable)
+torch.testing.assert_close(fused_self_attention(h0, p64["blocks"][0], keys), readable)
+
+# %% [markdown]
+# The library's encoder runs the fused form (`fused_self_attention` in chapter 5's
+# `course_lib.block.accelerated`, which builds the $(d, 3d)$ matrix from the stored per-head
+# weights on each call, so checkpoints and the conversion to Hugging Face keep their layout).
+# What it buys was measured on one CPU thread (`benchmarks/bert_encoder.md`, medians of CPU
+# time): at this chapter's size (two blocks of width 64, a batch of 32 rows of 32 tokens) the
+# forward pass took about a fifth less time than with the explicit attention, forward and
+# backward about a sixth less, and both were a little faster than Hugging Face's `BertModel`
+# with the same kernel. At BERT-base's size (12 blocks of width 768, 128 tokens) the gain was
+# about 3%, level with `BertModel`. Counting operations says why: per block and token, the projections and
+# the feed-forward cost $24d^2$ and the attention scores and their average $4Ld$, a share of
+# about $L / 6d$ of the work, 3% at BERT-base's size. There the matrix products, the same in
+# every implementation, take the time, and no attention kernel can change much.
 
 # %% [markdown]
 # ## 9.3 The masked-LM head, tied to the input embedding (core, 5 min)
@@ -1466,7 +1528,12 @@ check.wordpiece_encode(wordpiece_word, require=True)
 # chosen learning rate the best on validation. `tests/test_bert.py` also checks the one-draw
 # corruption against `mask_tokens`, that a random replacement is never a special token, the
 # entity F1 on hand-made tags, that held-out names never occur in training sentences, and the
-# checkers of the exercises on right answers and named mistakes.
+# checkers of the exercises on right answers and named mistakes. `tests/test_bert_fused.py` holds
+# the fused encoder (one QKV product and `scaled_dot_product_attention`) equal to chapter 5's
+# explicit attention, forward and backward, over padding masks, odd lengths, a sequence with no
+# real token, dropout, float32 and float64, on the CPU and on CUDA where there is one, and equal
+# to Hugging Face's `BertModel` with SDPA attention; `benchmarks/bert_encoder.py` times the
+# three (`benchmarks/bert_encoder.md`).
 #
 # Sanity ranges of the live cells (a failure means something is broken, not that a
 # conclusion changed):

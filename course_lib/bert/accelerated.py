@@ -2,7 +2,10 @@
 
 Same names, signatures and equations (read the reference for the maths), batched over leading
 dimensions, on any device, in the parameters' dtype, differentiable. The blocks are chapter 5's
-:func:`course_lib.block.accelerated.block_forward`; the cores :func:`encode`, :func:`mlm_head` and
+:func:`course_lib.block.accelerated.block_forward` with ``fused=True``: one (d, 3d) product for
+the queries, keys and values and PyTorch's fused ``scaled_dot_product_attention`` kernel (chapter
+5's explicit attention stays reachable with ``encode(..., fused=False)``; the two agree to
+rounding, ``tests/test_bert_fused.py``). The cores :func:`encode`, :func:`mlm_head` and
 :func:`mlm_loss` (the head at the labelled positions only) take checked inputs and are what
 :class:`course_lib.bert.model.Bert` runs on every step.
 """
@@ -63,14 +66,20 @@ def encode(
     p: Mapping[str, Any],
     c: BertConfig,
     dropout=None,
+    fused: bool = True,
 ) -> torch.Tensor:
-    """The encoder on checked inputs: embeddings, then blocks with a padding mask only (..., L, d)."""
+    """The encoder on checked inputs: embeddings, then blocks with a padding mask only (..., L, d).
+
+    ``fused=False`` runs chapter 5's explicit attention (three projections, the (L, L) weights
+    in memory) instead of the fused QKV product and kernel: the same numbers to rounding, slower;
+    kept for the tests and ``benchmarks/bert_encoder.py``.
+    """
     h = embed(t, s, p, c)  # (..., L, d)
     if dropout is not None:
         h = dropout(h)
     mask = None if m is None else m[..., None, None, :]  # (..., 1, 1, L): keys that are real
     for blk in p["blocks"]:
-        h = block_forward(h, blk, c.block, mask, dropout)  # (..., L, d)
+        h = block_forward(h, blk, c.block, mask, dropout, fused)  # (..., L, d)
     return h
 
 
@@ -91,7 +100,7 @@ def maps(
         )  # (..., h, L, d_k)
         k = torch.einsum("...ld,hdk->...hlk", h, blk["w_k"]) + blk["b_k"][:, None, :]
         out.append(attention_weights(q, k, mask))  # (..., h, L, L)
-        h = block_forward(h, blk, c.block, mask)  # (..., L, d)
+        h = block_forward(h, blk, c.block, mask, fused=True)  # (..., L, d)
     return torch.stack(out, dim=-4)
 
 

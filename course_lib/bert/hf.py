@@ -82,14 +82,25 @@ def _load(model, state: dict[str, torch.Tensor]):
 
 
 def to_hf(
-    params: dict, config: BertConfig, kind: str = "masked_lm", head: Any = None, dtype=torch.float64
+    params: dict,
+    config: BertConfig,
+    kind: str = "masked_lm",
+    head: Any = None,
+    dtype=torch.float64,
+    attn_implementation: str = "eager",
 ):
     """A ``transformers`` BERT of ``kind`` holding our weights.
 
     ``kind`` is ``"model"`` (``BertModel``), ``"masked_lm"`` (``BertForMaskedLM``, our MLM head
     in ``cls.predictions``), or, with ``head`` one of :mod:`course_lib.bert.model`'s task
-    heads, ``"classifier"``, ``"span"`` or ``"tagger"``.
+    heads, ``"classifier"``, ``"span"`` or ``"tagger"``. ``attn_implementation`` is
+    ``"eager"`` (the explicit softmax, which can return the attention weights) or ``"sdpa"``
+    (PyTorch's fused ``scaled_dot_product_attention``, what ``benchmarks/bert_encoder.py`` races).
     """
+    if attn_implementation not in ("eager", "sdpa"):
+        raise ValueError(
+            f"attn_implementation must be 'eager' or 'sdpa', got {attn_implementation!r}"
+        )
     import transformers as tf
 
     n_labels = {"classifier": "out", "tagger": "out"}
@@ -101,7 +112,7 @@ def to_hf(
         "tagger": tf.BertForTokenClassification,
     }[kind]  # fmt: skip
     model = cls(cfg, **({"add_pooling_layer": False} if kind == "model" else {}))
-    model.config._attn_implementation = "eager"
+    model.config._attn_implementation = attn_implementation
     model = model.to(dtype)
     prefix = "" if kind == "model" else "bert."
     state = _state(params, prefix)

@@ -5,7 +5,10 @@ maths), but batched over leading dimensions, on any device, in the inputs' dtype
 differentiable. The norms and activations call PyTorch's fused kernels
 (``torch.nn.functional.layer_norm``, ``rms_norm``, ``gelu``, ``silu``); the linear layers call
 ``torch.nn.functional.linear``, which adds the bias inside the matrix product; the attention is
-Chapter 4's :func:`course_lib.attention.accelerated.multi_head_attention`.
+Chapter 4's :func:`course_lib.attention.accelerated.multi_head_attention`, or, with
+``block_forward(..., fused=True)`` (what chapter 9's BERT runs), :func:`fused_self_attention`: one
+(d, 3 h d_k) product for the queries, keys and values and PyTorch's fused
+``scaled_dot_product_attention`` kernel.
 
 The modules of :mod:`course_lib.models` (``TransformerBlock``, ``DecoderOnlyModel``) and of
 :mod:`course_lib.block.encoder_decoder` hold their weights as ``torch.nn.Parameter`` and call the
@@ -196,6 +199,54 @@ def _glu(x, w1, w2, w3, b1, b2, b3, name: str) -> torch.Tensor:
     return _linear(gate * _linear(x, w2, b2), w3, b3)  # (..., d_out)
 
 
+# ------------------------------------------------------------------- fused self-attention
+def fused_qkv(p: Mapping[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """The three projections side by side: W (d, 3 h d_k), columns ``[Q heads | K heads | V heads]``.
+
+    Built from the stored per-head matrices ``w_q``, ``w_k``, ``w_v`` (h, d, d_k) on every call,
+    so the parameters (and the checkpoints, and the conversions to Hugging Face) keep their
+    layout; the copy is small next to the product it feeds. The bias (3 h d_k,) is None when the
+    block has none.
+
+    >>> w = torch.arange(8.0).reshape(2, 2, 2)  # h = 2 heads, d = 2, d_k = 2
+    >>> W, b = fused_qkv({"w_q": w, "w_k": 10 * w, "w_v": 100 * w})
+    >>> W.shape, b, W[0, :4].tolist()  # row 0: head 0's then head 1's first row of w_q
+    (torch.Size([2, 12]), None, [0.0, 1.0, 4.0, 5.0])
+    """
+    w = torch.cat([p[n].permute(1, 0, 2).flatten(1) for n in ("w_q", "w_k", "w_v")], 1)
+    if p.get("b_q") is None:
+        return w, None  # (d, 3 h d_k)
+    return w, torch.cat([p["b_q"].flatten(), p["b_k"].flatten(), p["b_v"].flatten()])
+
+
+def fused_self_attention(
+    z: torch.Tensor, p: Mapping[str, torch.Tensor], mask: torch.Tensor | None = None
+) -> torch.Tensor:
+    """Multi-head self-attention on checked inputs, fast: z (..., L, d) -> (..., L, d_o).
+
+    One product ``z @ W_qkv`` (:func:`fused_qkv`) gives every head's query, key and value; the
+    heads go through ``torch.nn.functional.scaled_dot_product_attention`` (a fused kernel that
+    never stores the (L, L) weights); ``mask`` is boolean, True where a query may attend,
+    broadcastable to (..., h, L, L). The same numbers as
+    :func:`course_lib.attention.accelerated.multi_head_attention` (z, z, z, ...), to rounding.
+
+    >>> from course_lib.attention.accelerated import multi_head_attention
+    >>> g = torch.Generator().manual_seed(0)
+    >>> p = {n: torch.randn(2, 4, 2, generator=g) for n in ("w_q", "w_k", "w_v")}
+    >>> p["w_o"] = torch.randn(4, 4, generator=g)
+    >>> z = torch.randn(3, 5, 4, generator=g)
+    >>> slow = multi_head_attention(z, z, z, p["w_q"], p["w_k"], p["w_v"], p["w_o"])
+    >>> torch.allclose(fused_self_attention(z, p), slow, atol=1e-6)
+    True
+    """
+    h, d_k = p["w_q"].shape[0], p["w_q"].shape[2]  # a block's heads: d_v = d_k = d_head
+    w, b = fused_qkv(p)
+    qkv = _linear(z, w, b).split(h * d_k, dim=-1)  # 3 x (..., L, h*d_k): Q, K, V
+    q, k, v = (t.unflatten(-1, (h, d_k)).transpose(-3, -2) for t in qkv)  # each (..., h, L, d_k)
+    a = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)  # (..., h, L, d_k)
+    return _linear(a.transpose(-3, -2).flatten(-2), p["w_o"], p.get("b_o"))  # (..., L, d_o)
+
+
 # ------------------------------------------------------------------------------- the block
 def _norm(z: torch.Tensor, p: Mapping[str, torch.Tensor], prefix: str, c: BlockConfig):
     if c.norm == "rms":
@@ -209,14 +260,21 @@ def block_forward(
     c: BlockConfig,
     mask: torch.Tensor | None = None,
     dropout: Dropout | None = None,
+    fused: bool = False,
 ) -> torch.Tensor:
     """The block's computation on checked inputs (used by :func:`transformer_block` and the modules).
 
     ``dropout``, if given, is applied to the output of each branch before it joins the residual
-    stream (GPT-2's residual dropout); the functions of this module never pass one.
+    stream (GPT-2's residual dropout); the functions of this module never pass one. ``fused``
+    computes the attention with :func:`fused_self_attention` (one QKV product and PyTorch's
+    fused kernel) instead of chapter 4's explicit ``multi_head_attention``: the same numbers, to
+    rounding, faster; ``mask`` is then boolean and broadcasts to (..., h, L, L).
     """
 
     def attn(z: torch.Tensor) -> torch.Tensor:
+        if fused:
+            out = fused_self_attention(z, p, mask)
+            return out if dropout is None else dropout(out)
         out = multi_head_attention(
             z, z, z, p["w_q"], p["w_k"], p["w_v"], p["w_o"], mask=mask,
             b_q=p.get("b_q"), b_k=p.get("b_k"), b_v=p.get("b_v"), b_o=p.get("b_o"),
