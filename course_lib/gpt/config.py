@@ -289,3 +289,15 @@ RECIPES: dict[str, Recipe] = {
         positions="rope",
     ),
 }
+# the speed-run's ideas (chapter 8's section 8.11) all on top of ``fast``: Muon for the blocks'
+# matrices, QK-norm, ReLU squared, zero-initialised output projections and an untied head
+RECIPES["speedrun"] = dataclasses.replace(
+    RECIPES["fast"],
+    name="speedrun",
+    optimizer="muon",
+    muon_lr=0.02,
+    qk_norm=True,
+    activation="relu2",
+    zero_init=True,
+    tie_head=False,
+)

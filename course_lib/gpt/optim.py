@@ -55,6 +55,7 @@ class Muon(torch.optim.Optimizer):
     @torch.no_grad()
     def step(self, closure: Any = None) -> Any:
         loss = None if closure is None else closure()
+        todo: dict[tuple[int, int], list[tuple[torch.Tensor, torch.Tensor, float, str | None]]] = {}
         for group in self.param_groups:
             beta, fold = group["momentum"], group["fold"]
             for p in group["params"]:
@@ -66,17 +67,33 @@ class Muon(torch.optim.Optimizer):
                 buf = state["momentum"]
                 buf.mul_(beta).add_(p.grad)  # M <- beta M + G
                 d = p.grad.add(buf, alpha=beta) if group["nesterov"] else buf
-                if fold == "heads_in":  # (h, d, d_head) -> (d, h*d_head)
-                    d2 = d.permute(1, 0, 2).reshape(d.shape[1], -1)
-                elif fold == "heads_out":  # (h, d_head, d) -> (h*d_head, d)
-                    d2 = d.reshape(-1, d.shape[-1])
-                else:
-                    d2 = d
-                o = _orthogonalise(d2, group["steps"], 1e-7)
-                o = o * math.sqrt(max(1.0, o.shape[0] / o.shape[1]))
-                if fold == "heads_in":
-                    o = o.reshape(d.shape[1], d.shape[0], d.shape[2]).permute(1, 0, 2)
-                else:
-                    o = o.reshape(d.shape)
-                p.add_(o, alpha=-group["lr"])
+                d2 = _view(d, fold)
+                if d2.shape[0] > d2.shape[1]:  # wide side up, so equal shapes batch together
+                    d2 = d2.mT
+                todo.setdefault(tuple(d2.shape), []).append((p, d2, group["lr"], fold))
+        steps = self.param_groups[0]["steps"]
+        for items in todo.values():  # one batched Newton-Schulz per shape
+            ortho = _orthogonalise(torch.stack([d2 for _, d2, _, _ in items]), steps, 1e-7)
+            for (p, _, lr, fold), o in zip(items, ortho, strict=True):
+                wide = _view(p, fold)
+                if wide.shape[0] > wide.shape[1]:
+                    o = o.mT
+                scale = math.sqrt(max(1.0, o.shape[0] / o.shape[1]))
+                p.add_(_unview(o, p, fold), alpha=-lr * scale)
         return loss
+
+
+def _view(t: torch.Tensor, fold: str | None) -> torch.Tensor:
+    """The 2-D view of a parameter that Muon orthogonalises."""
+    if fold == "heads_in":  # (h, d, d_head) -> (d, h*d_head): the fused projection
+        return t.permute(1, 0, 2).reshape(t.shape[1], -1)
+    if fold == "heads_out":  # (h, d_head, d) -> (h*d_head, d)
+        return t.reshape(-1, t.shape[-1])
+    return t
+
+
+def _unview(o: torch.Tensor, p: torch.Tensor, fold: str | None) -> torch.Tensor:
+    """The inverse of :func:`_view`: a 2-D update back in the parameter's shape."""
+    if fold == "heads_in":  # (d, h*d_head) -> (h, d, d_head)
+        return o.reshape(p.shape[1], p.shape[0], p.shape[2]).permute(1, 0, 2)
+    return o.reshape(p.shape)

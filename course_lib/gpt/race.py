@@ -215,12 +215,20 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--max-steps", type=int, default=3000)
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument(
+        "--chunk", type=int, default=100, help="steps per turn (and per evaluation)"
+    )
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
     text = shakespeare_file().read_text(encoding="utf-8")
     recipes = speedrun_recipes() if args.speedrun else ablation_recipes()
     provisional = history()[-1]["val_loss"]
-    kw: dict[str, Any] = {"seed": args.seed, "target": args.target, "max_steps": args.max_steps}
+    kw: dict[str, Any] = {
+        "seed": args.seed,
+        "target": args.target,
+        "max_steps": args.max_steps,
+        "chunk": args.chunk,
+    }
     if args.quick:
         text = text[:20_000]
         tiny = {"n_layers": 1, "d_model": 32, "batch_size": 4, "decay_steps": 6, "warmup_steps": 2}

@@ -57,6 +57,7 @@ __all__ = [
     "main",
     "save_checkpoint",
     "train",
+    "validation_loss",
 ]
 
 CHECKPOINT_VERSION = 1
@@ -175,6 +176,42 @@ class World:
 
 
 # ------------------------------------------------------------------------------ the trainer
+@torch.no_grad()
+def validation_loss(
+    logits_of: Callable[[torch.Tensor], torch.Tensor],
+    val_ids: torch.Tensor,
+    context_length: int,
+    device: Any = "cpu",
+    windows_per_batch: int = 128,
+) -> float:
+    """The race's target: the mean cross-entropy over every prediction of the validation split.
+
+    The split is cut into consecutive windows of ``context_length + 1`` tokens
+    (:func:`~course_lib.gpt.data.validation_windows`); ``logits_of(x)`` maps windows (B, L) to
+    logits (B, L, V). Any model can be measured by it (the nanoGPT race uses it for nanoGPT's).
+
+    >>> ids = torch.arange(9) % 3
+    >>> round(validation_loss(lambda x: torch.zeros(*x.shape, 3), ids, 4), 4)  # uniform: log 3
+    1.0986
+    """
+    if not callable(logits_of):
+        raise TypeError(f"logits_of must be callable, got {type(logits_of).__name__}")
+    check_int(context_length, "context_length", low=1)
+    check_int(windows_per_batch, "windows_per_batch", low=1)
+    x, y = validation_windows(val_ids, context_length)
+    total = torch.zeros((), dtype=torch.float64)
+    for i in range(0, len(x), windows_per_batch):
+        xb = x[i : i + windows_per_batch].to(device)
+        yb = y[i : i + windows_per_batch].to(device)
+        logits = logits_of(xb)  # (B, L, V)
+        total += (
+            F.cross_entropy(logits.reshape(-1, logits.shape[-1]), yb.reshape(-1), reduction="sum")
+            .double()
+            .cpu()
+        )
+    return float(total / y.numel())
+
+
 def compiler_missing() -> str | None:
     """Why ``torch.compile`` cannot run here (no C compiler for the CPU backend), or None."""
     import shutil
@@ -272,27 +309,17 @@ class Trainer:
         self.seconds += time.perf_counter() - t0
         return value
 
-    @torch.no_grad()
     def evaluate(self, windows_per_batch: int = 128) -> float:
         """The mean loss over every prediction of the whole validation split."""
         self.model.eval()
-        x, y = validation_windows(self.val_ids, self.recipe.context_length)
-        total = torch.zeros((), dtype=torch.float64)
-        for i in range(0, len(x), windows_per_batch):
-            xb, yb = (
-                x[i : i + windows_per_batch].to(self.device),
-                y[i : i + windows_per_batch].to(self.device),
+        with self._autocast():
+            return validation_loss(
+                lambda x: self.model(x).float(),
+                self.val_ids,
+                self.recipe.context_length,
+                self.device,
+                windows_per_batch,
             )
-            with self._autocast():
-                logits = self.model(xb).float()
-            total += (
-                F.cross_entropy(
-                    logits.reshape(-1, logits.shape[-1]), yb.reshape(-1), reduction="sum"
-                )
-                .double()
-                .cpu()
-            )
-        return float(total / y.numel())
 
     def state_dict(self) -> dict[str, Any]:
         return {
