@@ -215,6 +215,7 @@ def test_fused_attention_equals_the_readable_loop():
     np.testing.assert_allclose(model(tokens).detach().double().numpy(), readable, atol=1e-5)
 
 
+@pytest.mark.slow  # torch.compile builds C++ kernels on the CPU: a minute or more
 def test_compiled_training_step_matches_eager():
     from course_lib.gpt.train import compiler_missing
 

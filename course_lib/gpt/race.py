@@ -24,13 +24,15 @@ to a fixed target, one seed per run, then merged::
 
     python -m course_lib.gpt.race S0.json --speedrun --target 1.9237 --max-steps 1500 \\
         --chunk 50 --seed 0
-    python -m course_lib.gpt.race OUT.json --merge S0.json S1.json
+    python -m course_lib.gpt.race C.json --speedrun --step-costs
+    python -m course_lib.gpt.race OUT.json --merge S0.json S1.json [--target T] [--costs C.json]
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import sys
 import time
 from typing import Any
@@ -49,6 +51,7 @@ __all__ = [
     "ablation_recipes",
     "race",
     "speedrun_recipes",
+    "step_costs",
     "summarise_seeds",
 ]
 
@@ -211,6 +214,35 @@ def race(
     return {"target": target, "chunk": chunk, "seed": seed, "rows": rows}
 
 
+def step_costs(
+    text: str, recipes: list[Recipe], rounds: int = 5, steps: int = 10, seed: int = 0
+) -> dict[str, float]:
+    """The least seconds per training step of each recipe over ``rounds`` interleaved turns.
+
+    On a shared machine a race's seconds carry the load of the minute they ran in; the *least*
+    time of several short turns, taken in turns, is the nearest to what a step costs on a quiet
+    machine (a turn cannot run faster than the work it does).
+    """
+    check_int(rounds, "rounds", low=1)
+    check_int(steps, "steps", low=1)
+    tok = make_tokenizer("char", text)
+    train_ids, val_ids = split_ids(tok.encode(text))
+    trainers = [
+        Trainer(GPT(r.model_config(tok.vocab_size), seed=seed), r, train_ids, val_ids, seed=seed)
+        for r in recipes
+    ]
+    for t in trainers:  # warm-up: first calls allocate
+        t.step()
+    best = [float("inf")] * len(recipes)
+    for _ in range(rounds):
+        for i, t in enumerate(trainers):
+            before = t.seconds
+            for _ in range(steps):
+                t.step()
+            best[i] = min(best[i], (t.seconds - before) / steps)
+    return {r.name: round(b, 5) for r, b in zip(recipes, best, strict=True)}
+
+
 def summarise_seeds(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Per recipe over the races of several seeds: mean and half-range of the steps and seconds
     to the target (``None`` where a seed did not reach it), and the mean seconds per step.
@@ -219,8 +251,9 @@ def summarise_seeds(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     ...                "seconds_per_step": 0.1}]}
     >>> b = {"rows": [{"recipe": "x", "reached_at_step": 600, "seconds_to_target": 50.0,
     ...                "seconds_per_step": 0.08}]}
-    >>> summarise_seeds([a, b])[0]
-    {'recipe': 'x', 'seeds': 2, 'reached': 2, 'steps': 500.0, 'steps_spread': 100.0, 'seconds': 45.0, 'seconds_spread': 5.0, 'seconds_per_step': 0.09}
+    >>> s = summarise_seeds([a, b])[0]
+    >>> s["steps"], s["steps_spread"], s["seconds"], s["seconds_spread"], s["seconds_per_step"]
+    (500.0, 100.0, 45.0, 5.0, 0.09)
     """
     if not runs:
         raise ValueError("summarise_seeds needs at least one race")
@@ -232,6 +265,8 @@ def summarise_seeds(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
             raise ValueError(f"the races do not list the same recipes in the same order ({name})")
         hit = [r for r in rows if r["reached_at_step"] is not None]
         steps = [r["reached_at_step"] for r in hit]
+        inter = [r.get("interpolated_step") for r in hit]
+        inter = [x for x in inter if x is not None] if len(inter) == len(rows) else []
         secs = [r["seconds_to_target"] for r in hit]
         out.append(
             {
@@ -243,15 +278,92 @@ def summarise_seeds(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 "seconds": round(sum(secs) / len(secs), 3) if hit else None,
                 "seconds_spread": round((max(secs) - min(secs)) / 2, 3) if hit else None,
                 "seconds_per_step": round(sum(r["seconds_per_step"] for r in rows) / len(rows), 4),
+                "interpolated_steps": round(sum(inter) / len(inter), 1)
+                if inter and len(inter) == len(rows)
+                else None,
+                "interpolated_spread": round((max(inter) - min(inter)) / 2, 1)
+                if inter and len(inter) == len(rows)
+                else None,
             }
         )
     return out
 
 
-def merge(out: str, paths: list[str]) -> dict[str, Any]:
-    """Several seeds' race files into one: ``{"runs": [...], "summary": [...]}``."""
-    runs = [json.loads(open(p, encoding="utf-8").read()) for p in paths]
-    result = {"target": runs[0]["target"], "runs": runs, "summary": summarise_seeds(runs)}
+def from_log(path: str) -> dict[str, Any]:
+    """A race's rows rebuilt from the JSON lines it printed (for a race stopped before its end)."""
+    rows: dict[str, list[dict[str, Any]]] = {}
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            if line.startswith('{"recipe"'):
+                rec = json.loads(line)
+                rows.setdefault(rec.pop("recipe"), []).append(rec)
+    if not rows:
+        raise ValueError(f"{path} holds no race records")
+    return {
+        "from_log": path,
+        "rows": [
+            {
+                "recipe": name,
+                "seconds_per_step": round(h[-1]["seconds"] / h[-1]["step"], 4),
+                "final_val_loss": h[-1]["val_loss"],
+                "history": h,
+            }
+            for name, h in rows.items()
+        ],
+    }
+
+
+def retarget(run: dict[str, Any], target: float) -> dict[str, Any]:
+    """The race's rows timed to another ``target`` from their evaluation histories.
+
+    Every recipe was evaluated after the same turns, so any target the histories reach is as
+    fair as the race's own.
+    """
+    rows = []
+    for row in run["rows"]:
+        h = row["history"]
+        k = next((i for i, e in enumerate(h) if e["val_loss"] <= target), None)
+        crossing = None
+        if k is not None:  # linear between the evaluations either side of the target
+            # before the first evaluation: a fresh model's loss, ln V (section 8.4)
+            a = h[k - 1] if k > 0 else {"step": 0, "val_loss": math.log(run.get("vocab_size", 77))}
+            b = h[k]
+            frac = (a["val_loss"] - target) / (a["val_loss"] - b["val_loss"])
+            crossing = round(a["step"] + frac * (b["step"] - a["step"]), 1)
+        rows.append(
+            {
+                **row,
+                "reached_at_step": None if k is None else h[k]["step"],
+                "seconds_to_target": None if k is None else h[k]["seconds"],
+                "interpolated_step": crossing,
+                "steps_trained": h[-1]["step"],
+            }
+        )
+    return {**run, "target": target, "rows": rows}
+
+
+def merge(
+    out: str, paths: list[str], target: float | None = None, costs: str | None = None
+) -> dict[str, Any]:
+    """Several seeds' races (JSON files, or the logs of stopped races) into one file:
+    ``{"target", "runs", "summary"}``; with ``costs`` (from :func:`step_costs`), the summary
+    adds each recipe's least seconds per step and steps-to-target times it."""
+    runs = []
+    for p in paths:
+        run = from_log(p) if p.endswith(".log") else json.loads(open(p, encoding="utf-8").read())
+        if target is None and "target" not in run:
+            raise ValueError(f"{p} is a log: pass the target to time it to")
+        runs.append(retarget(run, run["target"] if target is None else target))
+    summary = summarise_seeds(runs)
+    result: dict[str, Any] = {"target": runs[0]["target"], "runs": runs, "summary": summary}
+    if costs is not None:
+        least = json.loads(open(costs, encoding="utf-8").read())
+        result["step_costs"] = least
+        for row in summary:
+            c = least[row["recipe"]]
+            row["least_seconds_per_step"] = c
+            n = row["interpolated_steps"]
+            row["estimated_seconds"] = None if n is None else round(n * c, 1)
     with open(out, "w", encoding="utf-8") as f:
         json.dump(result, f, indent=1)
     return result
@@ -267,7 +379,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("out", help="where to write the results (JSON)")
     parser.add_argument("--quick", action="store_true", help="a tiny smoke test")
     parser.add_argument(
-        "--merge", nargs="+", default=None, help="merge these seeds' race files into OUT"
+        "--merge", nargs="+", default=None, help="merge these seeds' race files (or logs) into OUT"
+    )
+    parser.add_argument("--costs", default=None, help="with --merge: step_costs' JSON file")
+    parser.add_argument(
+        "--step-costs", action="store_true", help="write the recipes' least seconds per step"
     )
     parser.add_argument(
         "--speedrun", action="store_true", help="race SPEEDRUN's recipes instead of ABLATION's"
@@ -278,23 +394,36 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--max-steps", type=int, default=3000)
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--device", default="cpu", help="cpu or cuda (then bfloat16 is wise)")
+    parser.add_argument("--autocast", choices=["bfloat16", "float16"], default=None)
+    parser.add_argument("--compile", action="store_true", help="torch.compile every recipe")
     parser.add_argument(
         "--chunk", type=int, default=100, help="steps per turn (and per evaluation)"
     )
     args = parser.parse_args(argv)
     if args.merge:
-        for row in merge(args.out, args.merge)["summary"]:
+        for row in merge(args.out, args.merge, args.target, args.costs)["summary"]:
             print(row)
         return 0
     torch.set_num_threads(args.threads)
     text = shakespeare_file().read_text(encoding="utf-8")
     recipes = speedrun_recipes() if args.speedrun else ablation_recipes()
+    if args.step_costs:
+        costs = step_costs(text, recipes, rounds=8, steps=10)
+        with open(args.out, "w", encoding="utf-8") as f:
+            json.dump(costs, f, indent=1)
+        print(costs)
+        return 0
+    if args.compile:
+        recipes = [dataclasses.replace(r, compile=True) for r in recipes]
     provisional = history()[-1]["val_loss"]
     kw: dict[str, Any] = {
         "seed": args.seed,
         "target": args.target,
         "max_steps": args.max_steps,
         "chunk": args.chunk,
+        "device": args.device,
+        "autocast": args.autocast,
     }
     if args.quick:
         text = text[:20_000]

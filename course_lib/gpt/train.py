@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import json
 import math
 import os
@@ -589,6 +590,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--resume", action="store_true", help="continue from OUT/ckpt.pt")
     parser.add_argument("--eval-interval", type=int, default=100)
     parser.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+    parser.add_argument("--device", default="cpu", help="cpu or cuda")
+    parser.add_argument("--autocast", choices=["bfloat16", "float16"], default=None)
+    parser.add_argument("--compile", action="store_true", help="torch.compile the forward pass")
     args = parser.parse_args(argv)
     path = Path(args.text)
     if not path.is_file():
@@ -599,10 +603,13 @@ def main(argv: list[str] | None = None) -> int:
     def log(record: dict[str, Any]) -> None:
         print(json.dumps(record), flush=True)
 
+    recipe = RECIPES[args.recipe]
+    if args.compile:
+        recipe = dataclasses.replace(recipe, compile=True)
     result = train(
         text,
         args.tokenizer,
-        args.recipe,
+        recipe,
         until_val_loss=args.until_val_loss,
         max_steps=args.max_steps,
         max_minutes=args.max_minutes,
@@ -612,6 +619,8 @@ def main(argv: list[str] | None = None) -> int:
         eval_interval=args.eval_interval,
         progress=not args.no_progress,
         log=log,
+        device=args.device,
+        autocast=args.autocast,
     )
     if world_rank == 0:
         summary = {k: v for k, v in result.items() if k not in ("history", "model", "tokenizer")}
