@@ -384,3 +384,26 @@ def test_muon_checker_names_the_mistake(fn, words):
     assert check.muon_update(_right).passed
     outcome = check.muon_update(fn)
     assert not outcome.passed and words in str(outcome)
+
+
+def test_a_stopped_race_is_rebuilt_from_its_log_and_timed_to_any_target(tmp_path):
+    from course_lib.gpt.race import merge
+
+    for seed, (a, b) in enumerate(((2.5, 2.1), (2.4, 2.2))):
+        lines = [
+            json.dumps({"recipe": "x", "step": 100, "seconds": 10.0, "val_loss": a}),
+            json.dumps({"recipe": "x", "step": 200, "seconds": 20.0, "val_loss": b}),
+            "a line that is not a record",
+        ]
+        (tmp_path / f"s{seed}.log").write_text("\n".join(lines))
+    costs = tmp_path / "c.json"
+    costs.write_text(json.dumps({"x": 0.1}))
+    logs = [str(tmp_path / "s0.log"), str(tmp_path / "s1.log")]
+    out = merge(str(tmp_path / "m.json"), logs, target=2.3, costs=str(costs))
+    row = out["summary"][0]
+    # seed 0 crosses 2.3 halfway from 100 to 200 (2.5 -> 2.1); seed 1 at 150 (2.4 -> 2.2)
+    assert row["reached"] == 2 and row["steps"] == 200
+    assert row["interpolated_steps"] == 150.0 and row["interpolated_spread"] == 0.0
+    assert row["estimated_seconds"] == 15.0
+    with pytest.raises(ValueError, match="target"):
+        merge(str(tmp_path / "m.json"), logs)
