@@ -3,9 +3,12 @@
     python -m benchmarks.run               # every benchmark
     python -m benchmarks.run matmul        # one (a module name in benchmarks/)
     python -m benchmarks.run --quick       # smaller sizes, for a smoke test
+    python -m benchmarks.run nanogpt_race --nanogpt PATH   # needs a nanoGPT checkout
 
 A benchmark is a module ``benchmarks/<name>.py`` with ``TITLE`` and ``run(quick: bool)`` returning
 a list of flat dicts (one per row); an optional ``summary(rows) -> str`` adds lines after the table.
+A module with ``NEEDS = "VAR"`` reads an outside path from that environment variable; when it is
+unset, running every benchmark skips that one (naming it explicitly runs it and says what to do).
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import os
 import pkgutil
 import platform
 import sys
@@ -85,7 +89,10 @@ def main(argv: list[str] | None = None) -> int:
         "names", nargs="*", help=f"benchmarks to run (default: all of {available()})"
     )
     parser.add_argument("--quick", action="store_true", help="small sizes only")
+    parser.add_argument("--nanogpt", default=None, help="a nanoGPT checkout (for nanogpt_race)")
     args = parser.parse_args(argv)
+    if args.nanogpt:
+        os.environ["NANOGPT"] = args.nanogpt
     names = args.names or available()
     unknown = sorted(set(names) - set(available()))
     if unknown:
@@ -93,6 +100,10 @@ def main(argv: list[str] | None = None) -> int:
     RESULTS.mkdir(exist_ok=True)
     for name in names:
         module = importlib.import_module(f"benchmarks.{name}")
+        needs = getattr(module, "NEEDS", None)
+        if needs and not os.environ.get(needs) and not args.names:
+            print(f"\n== {module.TITLE}  [{name}: skipped, set {needs} or pass --nanogpt]")
+            continue
         run = timed(lambda module=module: module.run(quick=args.quick))
         rows, elapsed = run.result, run.wall
         print(f"\n== {module.TITLE}  [{name}, {elapsed:.1f} s]")

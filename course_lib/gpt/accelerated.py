@@ -10,23 +10,39 @@ new token (Section 8.5); :class:`course_lib.gpt.model.GPT` runs exactly this cod
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any
 
 import torch
 import torch.nn.functional as F
 
-from course_lib.checks import as_tensor, check_real, fmt_shape, values_are_free_to_read
+from course_lib.checks import (
+    as_tensor,
+    check_int,
+    check_real,
+    fmt_shape,
+    values_are_free_to_read,
+)
 from course_lib.gpt.config import GPTConfig
 from course_lib.gpt.params import check_params
+from course_lib.gpt.reference import NS_COEFFICIENTS
 
-__all__ = ["causal_lm_loss", "classifier_logits", "fine_tune_loss", "gpt_forward"]
+__all__ = [
+    "causal_lm_loss",
+    "classifier_logits",
+    "fine_tune_loss",
+    "gpt_forward",
+    "muon_step",
+    "newton_schulz",
+]
 
 _PHI = {
     "relu": F.relu,
     "gelu": F.gelu,
     "gelu_tanh": lambda t: F.gelu(t, approximate="tanh"),
     "swish": F.silu,
+    "relu2": lambda t: F.relu(t).square(),
 }
 
 
@@ -130,6 +146,8 @@ def _attention(
     )
     qkv = F.linear(z, w.t(), b)  # (..., L, 3d): the three projections in one product
     q, k, v = (t.unflatten(-1, (h, c.d_head)).transpose(-3, -2) for t in qkv.chunk(3, dim=-1))
+    if c.qk_norm:  # (..., h, L, d_head): every query and key at root mean square 1
+        q, k = F.rms_norm(q, (c.d_head,), None, c.eps), F.rms_norm(k, (c.d_head,), None, c.eps)
     if rope is not None:  # (..., h, L, d_head), rotated by their absolute positions
         q, k = _rotate(q, *rope), _rotate(k, *rope)
     if cache is not None:
@@ -198,7 +216,7 @@ def gpt_forward(tokens: Any, params: Any, config: GPTConfig) -> torch.Tensor:
         raise TypeError(f"config must be a GPTConfig, got {type(config).__name__}")
     p = check_params(params, config, lambda v, name: as_tensor(v, name))
     h = hidden_states(check_tokens(tokens, config, p["tok_emb"].device), p, config)
-    return F.linear(h, p["tok_emb"])  # (..., L, V): tied output layer
+    return F.linear(h, p["tok_emb"] if config.tie_head else p["lm_head"])  # (..., L, V)
 
 
 # ------------------------------------------------------------------------------ the losses
@@ -296,3 +314,64 @@ def fine_tune_loss(
     if lam == 0:
         return l2
     return l2 + lam * causal_lm_loss(lm_logits, tokens, lengths)
+
+
+# ------------------------------------------------------------------------------ Muon
+def _orthogonalise(G: torch.Tensor, steps: int, eps: float) -> torch.Tensor:
+    """Newton-Schulz on (..., m, n) without checks; 16-bit inputs are iterated in float32."""
+    a, b, c = NS_COEFFICIENTS
+    X = G.float() if G.dtype in (torch.float16, torch.bfloat16) else G
+    tall = X.shape[-2] > X.shape[-1]
+    if tall:
+        X = X.mT
+    X = X / (torch.linalg.matrix_norm(X, keepdim=True) + eps)
+    for _ in range(steps):
+        A = X @ X.mT  # (..., m, m)
+        X = a * X + (b * A + c * A @ A) @ X
+    return (X.mT if tall else X).to(G.dtype)
+
+
+def newton_schulz(grad: Any, steps: int = 5, eps: float = 1e-7) -> torch.Tensor:
+    """Push every singular value of a matrix towards 1; see the reference (batched here).
+
+    >>> x = newton_schulz(torch.diag(torch.tensor([3.0, 1.0])))
+    >>> [round(v, 2) for v in torch.diag(x).tolist()]
+    [0.75, 1.13]
+    """
+    G = as_tensor(grad, "grad", min_ndim=2)
+    check_int(steps, "steps", low=0)
+    check_real(eps, "eps", low=0.0)
+    if values_are_free_to_read(G) and not bool(torch.isfinite(G).all()):
+        raise ValueError("grad must be finite, got NaN or infinity")
+    return _orthogonalise(G, steps, eps)
+
+
+def muon_step(
+    weight: Any,
+    grad: Any,
+    momentum: Any,
+    lr: float,
+    beta: float = 0.95,
+    nesterov: bool = True,
+    steps: int = 5,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """One Muon step for one matrix, ``(new_weight, new_momentum)``; see the reference.
+
+    >>> w, m = muon_step(torch.zeros(2, 2), torch.diag(torch.tensor([4.0, 1.0])), torch.zeros(2, 2), 0.1)
+    >>> [round(v, 2) for v in torch.diag(-w / 0.1).tolist()]
+    [0.74, 0.74]
+    """
+    W = as_tensor(weight, "weight", ndim=2)
+    G = as_tensor(grad, "grad", ndim=2)
+    M = as_tensor(momentum, "momentum", ndim=2)
+    if G.shape != W.shape or M.shape != W.shape:
+        raise ValueError(
+            f"grad and momentum must have the weight's shape {fmt_shape(W.shape)}, got "
+            f"{fmt_shape(G.shape)} and {fmt_shape(M.shape)}"
+        )
+    lr = check_real(lr, "lr", low=0.0)
+    beta = check_real(beta, "beta", low=0.0, high=1.0, high_open=True)
+    M = beta * M + G
+    direction = G + beta * M if nesterov else M
+    scale = math.sqrt(max(1.0, W.shape[0] / W.shape[1]))
+    return W - lr * scale * newton_schulz(direction, steps), M

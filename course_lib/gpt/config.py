@@ -30,6 +30,7 @@ from course_lib.checks import check_bool, check_choice, check_int, check_real
 __all__ = ["POSITIONS", "RECIPES", "GPTConfig", "Recipe", "count", "gpt_layout"]
 
 POSITIONS = ("learned", "rope")
+OPTIMIZERS = ("adamw", "muon")
 
 
 @dataclass(frozen=True)
@@ -50,6 +51,14 @@ class GPTConfig:
             ``"rope"`` (queries and keys rotated, Chapter 6; the model then has no ``pos_emb``).
         rope_base: the base of RoPE's frequencies.
         eps: the norms' epsilon.
+        qk_norm: RMS-normalise every head's queries and keys (no gain) before the scores, so
+            no logit can grow without bound (QK-norm; the speed-run's recipe).
+        tie_head: the output layer is ``W_e`` transposed (GPT); ``False`` gives the model its
+            own output matrix ``lm_head`` (V, d).
+        zero_init: start the two projections that write into the residual stream (``w_o`` and
+            the feed-forward's output) at zero, so every block starts as the identity.
+
+    ``activation`` may also be ``"relu2"``, ReLU squared (the speed-run's feed-forward).
 
     >>> GPTConfig(vocab_size=10, context_length=8, n_layers=1, n_heads=3, d_model=8)
     Traceback (most recent call last):
@@ -70,12 +79,19 @@ class GPTConfig:
     positions: str = "learned"
     rope_base: float = 10000.0
     eps: float = 1e-5
+    qk_norm: bool = False
+    tie_head: bool = True
+    zero_init: bool = False
 
     def __post_init__(self) -> None:
         check_int(self.vocab_size, "vocab_size", low=1)
         check_int(self.context_length, "context_length", low=1)
         check_int(self.n_layers, "n_layers", low=1)
         check_bool(self.gated, "gated")
+        for name in ("qk_norm", "tie_head", "zero_init"):
+            check_bool(getattr(self, name), name)
+        if self.activation == "relu2" and self.gated:
+            raise ValueError("activation='relu2' is for the plain feed-forward, not gated=True")
         if self.d_ff is None:
             d_ff = 4 * self.d_model
             if self.gated:
@@ -99,7 +115,8 @@ class GPTConfig:
             d_ff=self.d_ff,  # type: ignore[arg-type]
             norm_position="pre",
             norm=self.norm,
-            activation=self.activation,
+            # ReLU squared has ReLU's parameters; only the forward passes square it
+            activation="relu" if self.activation == "relu2" else self.activation,
             gated=self.gated,
             bias=self.bias,
             eps=self.eps,
@@ -147,6 +164,8 @@ def gpt_layout(config: GPTConfig) -> list[tuple[str, tuple[int, ...]]]:
     out = layout(config.decoder)
     if config.positions == "rope":
         out = [(n, s) for n, s in out if n != "pos_emb"]
+    if not config.tie_head:
+        out.append(("lm_head", (config.vocab_size, config.d_model)))
     return out
 
 
@@ -172,6 +191,13 @@ class Recipe:
     The learning rate rises linearly from 0 over ``warmup_steps``, then follows a half cosine
     from ``lr`` down to ``min_lr`` at ``decay_steps``, and stays there. AdamW decays only the
     matrices (weights and embeddings), never biases or gains.
+
+    With ``optimizer="muon"`` the blocks' matrices are trained by Muon instead
+    (:class:`course_lib.gpt.optim.Muon`, learning rate ``muon_lr``, momentum
+    ``muon_momentum``, on the same schedule's shape) and AdamW keeps the embeddings, the output
+    layer and the gains at ``lr``. ``qk_norm``, ``tie_head``, ``zero_init`` and
+    ``activation="relu2"`` are the model's fields of :class:`GPTConfig`. ``compile`` runs the
+    training step's forward pass through ``torch.compile``.
     """
 
     name: str
@@ -192,6 +218,19 @@ class Recipe:
     gated: bool = False
     bias: bool = True
     positions: str = "learned"
+    qk_norm: bool = False
+    tie_head: bool = True
+    zero_init: bool = False
+    optimizer: str = "adamw"
+    muon_lr: float = 0.02
+    muon_momentum: float = 0.95
+    compile: bool = False
+
+    def __post_init__(self) -> None:
+        check_choice(self.optimizer, "optimizer", OPTIMIZERS)
+        check_real(self.muon_lr, "muon_lr", low=0.0, low_open=True)
+        check_real(self.muon_momentum, "muon_momentum", low=0.0, high=1.0, high_open=True)
+        check_bool(self.compile, "compile")
 
     def model_config(self, vocab_size: int) -> GPTConfig:
         return GPTConfig(
@@ -205,6 +244,9 @@ class Recipe:
             gated=self.gated,
             bias=self.bias,
             positions=self.positions,
+            qk_norm=self.qk_norm,
+            tie_head=self.tie_head,
+            zero_init=self.zero_init,
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -214,8 +256,19 @@ class Recipe:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Recipe:
+        """The inverse of :meth:`to_dict`; fields a recipe of an older file lacks take defaults.
+
+        >>> Recipe.from_dict({"name": "old", "betas": [0.9, 0.99]}).optimizer
+        'adamw'
+        """
+        if not isinstance(d, dict):
+            raise TypeError(f"a recipe must be a dict, got {type(d).__name__}")
         d = dict(d)
-        d["betas"] = tuple(d["betas"])
+        unknown = sorted(set(d) - {f.name for f in dataclasses.fields(cls)})
+        if unknown:
+            raise ValueError(f"unknown recipe fields {unknown}")
+        if "betas" in d:
+            d["betas"] = tuple(d["betas"])
         return cls(**d)
 
 
@@ -236,3 +289,15 @@ RECIPES: dict[str, Recipe] = {
         positions="rope",
     ),
 }
+# the speed-run's ideas (chapter 8's section 8.11) all on top of ``fast``: Muon for the blocks'
+# matrices, QK-norm, ReLU squared, zero-initialised output projections and an untied head
+RECIPES["speedrun"] = dataclasses.replace(
+    RECIPES["fast"],
+    name="speedrun",
+    optimizer="muon",
+    muon_lr=0.02,
+    qk_norm=True,
+    activation="relu2",
+    zero_init=True,
+    tie_head=False,
+)

@@ -31,7 +31,7 @@ from course_lib.checker import Outcome, call, check_cases, diagnose, first_mista
 from course_lib.gpt.config import GPTConfig
 from course_lib.gpt.model import GPT
 
-__all__ = ["cached_step", "sampling_probs"]
+__all__ = ["cached_step", "muon_update", "sampling_probs"]
 
 #: Seed of this chapter's checker inputs.
 SEED = 8
@@ -288,3 +288,122 @@ def cached_step(fn: Callable, *, require: bool = False) -> Outcome:
 
     return check_cases("one token with a KV cache", run_learner, cases, compare=compare,
                        require=require)  # fmt: skip
+
+
+# ------------------------------------------------------------------------------ Muon's update
+def _ns(
+    X: np.ndarray, steps: int = 5, coeffs: tuple[float, float, float] | None = None
+) -> np.ndarray:
+    from course_lib.gpt.reference import NS_COEFFICIENTS
+
+    a, b, c = NS_COEFFICIENTS if coeffs is None else coeffs
+    for _ in range(steps):
+        A = X @ X.T
+        X = a * X + (b * A + c * A @ A) @ X
+    return X
+
+
+def _muon_mistakes(G: np.ndarray, M: np.ndarray, beta: float) -> list[tuple[Any, str]]:
+    """What the known mistakes return, ``(update, momentum)`` flattened into one vector."""
+    from course_lib.gpt.reference import NS_COEFFICIENTS, newton_schulz
+
+    def pack(u: np.ndarray, m: np.ndarray) -> np.ndarray:
+        return np.concatenate([u.ravel(), m.ravel()])
+
+    m_new = beta * M + G
+    d = G + beta * m_new
+    scale = math.sqrt(max(1.0, G.shape[0] / G.shape[1]))
+    U, _, Vt = np.linalg.svd(d, full_matrices=False)
+    ema = beta * M + (1 - beta) * G
+    a, b, c = NS_COEFFICIENTS
+    return [
+        (
+            pack(scale * newton_schulz(m_new), m_new),
+            "that is plain momentum: Muon's direction is Nesterov's, G + beta * M_new, not M_new",
+        ),  # fmt: skip
+        (
+            pack(scale * newton_schulz(G + beta * ema), ema),
+            "the momentum is beta * M + G (a "
+            "running sum, as in SGD), not the average beta * M + (1 - beta) * G",
+        ),  # fmt: skip
+        (
+            pack(newton_schulz(d), m_new),
+            "the update lacks the shape factor sqrt(max(1, m / n)) for a tall matrix",
+        ),  # fmt: skip
+        (
+            pack(scale * newton_schulz(G), m_new),
+            "you orthogonalised the gradient alone: "
+            "orthogonalise the momentum's direction G + beta * M_new",
+        ),  # fmt: skip
+        (
+            pack(scale * U @ Vt, m_new),
+            "that is the exact polar factor U V^T (from an SVD): Muon "
+            "uses five steps of the quintic, whose singular values land near 1, not at 1",
+        ),  # fmt: skip
+        (
+            pack(scale * _ns(d), m_new),
+            "you iterated without first dividing by the Frobenius "
+            "norm: the quintic only pulls singular values towards 1 when they start at most 1",
+        ),  # fmt: skip
+        (
+            pack(scale * _ns(d / np.linalg.norm(d), coeffs=(c, b, a)), m_new),
+            "the coefficients "
+            "are reversed: X <- a X + b (X X^T) X + c (X X^T)^2 X with (a, b, c) = "
+            f"{NS_COEFFICIENTS}",
+        ),  # fmt: skip
+        (
+            pack(scale * newton_schulz(d), M),
+            "return the *new* momentum beta * M + G, not the old one",
+        ),  # fmt: skip
+    ]
+
+
+def muon_update(fn: Callable, *, require: bool = False) -> Outcome:
+    """Exercise: ``fn(grad, momentum, beta)`` returns Muon's ``(update, new_momentum)``.
+
+    ``new_momentum = beta * momentum + grad``; ``update`` is the Nesterov direction
+    ``grad + beta * new_momentum``, divided by its Frobenius norm, sent through five steps of
+    the quintic ``X <- a X + b (X X^T) X + c (X X^T)^2 X`` with
+    :data:`~course_lib.gpt.reference.NS_COEFFICIENTS`, times ``sqrt(max(1, m / n))``: the
+    step is ``W <- W - lr * update``. Compared with :func:`course_lib.gpt.reference.muon_step`.
+
+    >>> from course_lib.gpt.reference import muon_step
+    >>> def right(g, m, beta):
+    ...     w, m2 = muon_step(np.zeros_like(g), g, m, 1.0, beta)
+    ...     return -w, m2
+    >>> muon_update(right).passed
+    True
+    """
+    from course_lib.gpt.reference import muon_step
+
+    rng = np.random.default_rng(SEED)
+    cases = []
+    for shape, beta in (((4, 6), 0.95), ((6, 4), 0.95), ((5, 5), 0.9), ((8, 3), 0.5)):
+        G, M = rng.standard_normal(shape), rng.standard_normal(shape)
+        desc = f"a gradient of shape {shape} with beta={beta}"
+        cases.append((desc, (G.copy(), M.copy(), beta), (G, M, beta)))
+
+    def compare(got: object, case: tuple) -> str | None:
+        G, M, beta = case
+        w, m_new = muon_step(np.zeros_like(G), G, M, 1.0, beta)
+        want = np.concatenate([(-w).ravel(), m_new.ravel()])
+        if not isinstance(got, tuple | list) or len(got) != 2:
+            return "return a pair (update, new_momentum)"
+        u, m = to_array(got[0]), to_array(got[1])
+        if u is None or m is None:
+            return "both the update and the momentum must be arrays of numbers"
+        if u.shape != G.shape or m.shape != G.shape:
+            return (
+                f"the update and the momentum must have the gradient's shape {G.shape}, got "
+                f"{u.shape} and {m.shape}"
+            )
+        packed = np.concatenate([u.ravel(), m.ravel()])
+        if np.allclose(packed, want, atol=1e-8):
+            return None
+        if np.allclose(-packed[: G.size], want[: G.size], atol=1e-8):
+            return "the update has the wrong sign: return the direction that is *subtracted*"
+        return first_mistake(packed, _muon_mistakes(G, M, beta), atol=1e-8) or diagnose(
+            u, want[: G.size].reshape(G.shape), atol=1e-8
+        )
+
+    return check_cases("Muon's update", fn, cases, compare=compare, require=require)

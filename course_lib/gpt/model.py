@@ -5,7 +5,7 @@ Its parameters carry the names of :func:`course_lib.gpt.config.gpt_layout` (Chap
 ``state_dict`` can be given to Chapter 5's :class:`~course_lib.models.DecoderOnlyModel` and to the
 NumPy references unchanged. Initialisation follows GPT-2: every matrix N(0, 0.02^2), the two
 projections that write into the residual stream (``w_o`` and the feed-forward's output) scaled
-down by ``sqrt(2 n_layers)``, biases 0, gains 1.
+down by ``sqrt(2 n_layers)`` (or zero, with ``config.zero_init``), biases 0, gains 1.
 
 >>> from course_lib.gpt.config import GPTConfig
 >>> model = GPT(GPTConfig(vocab_size=11, context_length=8, n_layers=2, n_heads=2, d_model=8), seed=0)
@@ -77,6 +77,8 @@ class GPT(nn.Module):
                     p.fill_(1.0)
                 elif base.endswith("_bias") or base.startswith("b_"):
                     p.zero_()
+                elif self.config.zero_init and base in ("w_o", out_proj):
+                    p.zero_()  # the block starts as the identity
                 else:
                     std = scaled if base in ("w_o", out_proj) else 0.02
                     p.copy_(torch.randn(p.shape, generator=g, dtype=torch.float32) * std)
@@ -123,7 +125,8 @@ class GPT(nn.Module):
 
     def forward(self, tokens: Any, cache: acc.KVCache | None = None) -> torch.Tensor:
         """Integer tokens (..., L) -> logits (..., L, V); with a ``cache``, tokens continue it."""
-        return F.linear(self.hidden(tokens, cache), self.tok_emb)  # tied: h_n W_e^T
+        head = self.tok_emb if self.config.tie_head else self.lm_head  # tied: h_n W_e^T
+        return F.linear(self.hidden(tokens, cache), head)
 
     def loss(self, tokens: Any, lengths: Any = None) -> torch.Tensor:
         """The causal LM loss of eq. (20) on ``tokens`` (..., L): each position predicts the next."""

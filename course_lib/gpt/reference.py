@@ -22,13 +22,24 @@ from typing import Any
 import numpy as np
 
 from course_lib.block.reference import feed_forward, glu_feed_forward, layer_norm, rms_norm
-from course_lib.checks import as_array, check_real, check_token_ids, fmt_shape
+from course_lib.checks import as_array, check_int, check_real, check_token_ids, fmt_shape
 from course_lib.gpt.config import GPTConfig
 from course_lib.gpt.params import check_params
 from course_lib.positions.reference import rotary_embedding
 from course_lib.softmax.reference import cross_entropy, softmax
 
-__all__ = ["causal_lm_loss", "classifier_logits", "fine_tune_loss", "gpt_forward"]
+__all__ = [
+    "causal_lm_loss",
+    "classifier_logits",
+    "fine_tune_loss",
+    "gpt_forward",
+    "muon_step",
+    "newton_schulz",
+]
+
+#: The quintic's coefficients (a, b, c) of the speed-run's Muon (Jordan et al., 2024): chosen so
+#: that five steps raise every singular value of a normalised matrix into roughly [0.7, 1.2].
+NS_COEFFICIENTS = (3.4445, -4.7750, 2.0315)
 
 
 # ------------------------------------------------------------------------------ input checks
@@ -74,6 +85,9 @@ def _causal_self_attention(z: np.ndarray, p: dict, c: GPTConfig) -> np.ndarray:
         v = z @ p["w_v"][i]
         if c.bias:
             q, k, v = q + p["b_q"][i], k + p["b_k"][i], v + p["b_v"][i]
+        if c.qk_norm:  # each query and key row divided by its root mean square
+            q = q / np.sqrt(np.mean(q**2, axis=-1, keepdims=True) + c.eps)
+            k = k / np.sqrt(np.mean(k**2, axis=-1, keepdims=True) + c.eps)
         if c.positions == "rope":  # rotate query and key m by the angles m w_j (Chapter 6)
             q = rotary_embedding(q, base=c.rope_base)
             k = rotary_embedding(k, base=c.rope_base)
@@ -85,6 +99,10 @@ def _causal_self_attention(z: np.ndarray, p: dict, c: GPTConfig) -> np.ndarray:
 
 
 def _mlp(z: np.ndarray, p: dict, c: GPTConfig) -> np.ndarray:
+    if c.activation == "relu2" and not c.gated:  # ReLU squared: max(0, x)^2
+        a = z @ p["w_1"] + (p["b_1"] if c.bias else 0)
+        out = np.maximum(a, 0) ** 2 @ p["w_2"]
+        return out + p["b_2"] if c.bias else out
     if c.gated:
         return glu_feed_forward(
             z, p["w_1"], p["w_2"], p["w_3"], p.get("b_1"), p.get("b_2"), p.get("b_3"),
@@ -130,6 +148,8 @@ def gpt_forward(tokens: Any, params: Any, config: GPTConfig) -> np.ndarray:
     """
     h = final_hidden(tokens, params, config)
     p = check_params(params, config, as_array)
+    if not config.tie_head:
+        return h @ p["lm_head"].T  # (..., L, V): the model's own output matrix
     return h @ p["tok_emb"].T  # (..., L, V): the output layer is W_e transposed (tied)
 
 
@@ -205,3 +225,86 @@ def fine_tune_loss(
     if lam == 0:
         return l2
     return l2 + lam * causal_lm_loss(lm_logits, tokens, lengths)
+
+
+# ------------------------------------------------------------------------------ Muon
+def _check_matrix(x: Any, name: str) -> np.ndarray:
+    g = as_array(x, name, ndim=2)
+    if not np.all(np.isfinite(g)):
+        raise ValueError(f"{name} must be finite, got NaN or infinity")
+    return g
+
+
+def newton_schulz(grad: Any, steps: int = 5, eps: float = 1e-7) -> np.ndarray:
+    """Push every singular value of a matrix towards 1, keeping its singular vectors.
+
+    If ``G = U S V^T``, the polar factor ``U V^T`` is the orthogonal matrix nearest to ``G``.
+    Muon approximates it without an SVD: scale ``X_0 = G / (||G||_F + eps)`` (so every singular
+    value is at most 1), then repeat the odd quintic
+
+        X_(k+1) = a X_k + b (X_k X_k^T) X_k + c (X_k X_k^T)^2 X_k,
+
+    which maps each singular value s to ``p(s) = a s + b s^3 + c s^5`` and leaves U and V alone.
+    With :data:`NS_COEFFICIENTS` the iteration is deliberately loose: after 5 steps the singular
+    values sit in a band around 1 (about 0.7 to 1.2 for those not far below the largest), not at 1; Muon does not need more.
+
+    Args:
+        grad: a matrix (m, n).
+        steps: the number of quintic steps (a non-negative int).
+        eps: added to the norm so that a zero matrix stays zero.
+
+    >>> x = newton_schulz(np.diag([3.0, 1.0]))
+    >>> np.round(np.diag(x), 2)  # the singular values 3 and 1 both end near 1
+    array([0.75, 1.13])
+    """
+    X = _check_matrix(grad, "grad").astype(np.float64)
+    check_int(steps, "steps", low=0)
+    check_real(eps, "eps", low=0.0)
+    a, b, c = NS_COEFFICIENTS
+    tall = X.shape[0] > X.shape[1]
+    if tall:  # work on the wide side, so that X X^T is the smaller Gram matrix
+        X = X.T
+    X = X / (np.linalg.norm(X) + eps)  # Frobenius norm: every singular value <= 1
+    for _ in range(steps):
+        A = X @ X.T  # (m, m)
+        X = a * X + (b * A + c * A @ A) @ X  # (m, n): s -> a s + b s^3 + c s^5
+    return X.T if tall else X
+
+
+def muon_step(
+    weight: Any,
+    grad: Any,
+    momentum: Any,
+    lr: float,
+    beta: float = 0.95,
+    nesterov: bool = True,
+    steps: int = 5,
+) -> tuple[np.ndarray, np.ndarray]:
+    """One Muon step for one matrix: returns ``(new_weight, new_momentum)``.
+
+    ``M <- beta M + G``; the direction is ``G + beta M`` (Nesterov) or ``M``;
+    ``W <- W - lr * sqrt(max(1, m / n)) * newton_schulz(direction)``. The orthogonalised update
+    has every singular value near 1, so each of its directions moves the weights by about the
+    same amount; the factor ``sqrt(max(1, m/n))`` keeps the per-entry size of the update about
+    the same for tall matrices (the write-up's scaling).
+
+    >>> w, m = muon_step(np.zeros((2, 2)), np.diag([4.0, 1.0]), np.zeros((2, 2)), lr=0.1)
+    >>> np.round(-w / 0.1, 2) + 0.0, m  # both directions moved by about the same amount
+    (array([[0.74, 0.  ],
+           [0.  , 0.74]]), array([[4., 0.],
+           [0., 1.]]))
+    """
+    W = _check_matrix(weight, "weight")
+    G = _check_matrix(grad, "grad")
+    M = _check_matrix(momentum, "momentum")
+    if G.shape != W.shape or M.shape != W.shape:
+        raise ValueError(
+            f"grad and momentum must have the weight's shape {fmt_shape(W.shape)}, got "
+            f"{fmt_shape(G.shape)} and {fmt_shape(M.shape)}"
+        )
+    lr = check_real(lr, "lr", low=0.0)
+    beta = check_real(beta, "beta", low=0.0, high=1.0, high_open=True)
+    M = beta * M + G  # (m, n)
+    direction = G + beta * M if nesterov else M
+    scale = math.sqrt(max(1.0, W.shape[0] / W.shape[1]))
+    return W - lr * scale * newton_schulz(direction, steps), M

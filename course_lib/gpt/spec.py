@@ -90,3 +90,44 @@ SPECS.append(Spec(topic="gpt", name="gpt_forward", inputs=forward_inputs(), tole
 SPECS.append(Spec(topic="gpt", name="causal_lm_loss", inputs=lm_loss_inputs()))
 SPECS.append(Spec(topic="gpt", name="classifier_logits", inputs=classifier_inputs()))
 SPECS.append(Spec(topic="gpt", name="fine_tune_loss", inputs=fine_tune_inputs()))
+
+
+@st.composite
+def matrix_inputs(draw: st.DrawFn) -> Case:
+    """A matrix (m, n), wide or tall, and a number of Newton-Schulz steps."""
+    rng = seeded_rng(draw)
+    m, n = draw(st.integers(1, 6)), draw(st.integers(1, 6))
+    return Case((rng.standard_normal((m, n)),), {"steps": draw(st.integers(0, 5))})
+
+
+@st.composite
+def muon_inputs(draw: st.DrawFn) -> Case:
+    """A weight, its gradient and its momentum (m, n), a learning rate and Muon's settings."""
+    rng = seeded_rng(draw)
+    shape = (draw(st.integers(1, 6)), draw(st.integers(1, 6)))
+    w, g, m = (rng.standard_normal(shape) for _ in range(3))
+    kw = {"beta": draw(st.sampled_from([0.0, 0.9, 0.95])), "nesterov": draw(st.booleans())}
+    return Case((w, g, m, draw(st.sampled_from([0.01, 0.1]))), kw)
+
+
+# five quintic steps amplify float32's rounding (the polynomial's slope reaches about 3.4)
+_NS_TOL = {"float64": (1e-9, 1e-10), "float32": (2e-3, 2e-4)}
+SPECS.append(
+    Spec(
+        topic="gpt",
+        name="newton_schulz",
+        inputs=matrix_inputs(),
+        tolerance=_NS_TOL,
+        gradcheck=False,
+    )
+)
+SPECS.append(
+    Spec(
+        topic="gpt",
+        name="muon_step",
+        inputs=muon_inputs(),
+        tolerance=_NS_TOL,
+        gradcheck=False,
+        float_args=(0, 1, 2),
+    )
+)

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import json
 import math
 import os
@@ -57,6 +58,7 @@ __all__ = [
     "main",
     "save_checkpoint",
     "train",
+    "validation_loss",
 ]
 
 CHECKPOINT_VERSION = 1
@@ -78,15 +80,70 @@ def learning_rate(step: int, recipe: Recipe) -> float:
     return recipe.min_lr + 0.5 * (1 + math.cos(math.pi * progress)) * (recipe.lr - recipe.min_lr)
 
 
-def make_optimizer(model: torch.nn.Module, recipe: Recipe) -> torch.optim.AdamW:
-    """AdamW; weight decay on tensors of two or more dimensions (matrices, embeddings) only."""
-    decay = [p for p in model.parameters() if p.ndim >= 2]
-    no_decay = [p for p in model.parameters() if p.ndim < 2]
-    groups = [
-        {"params": decay, "weight_decay": recipe.weight_decay},
-        {"params": no_decay, "weight_decay": 0.0},
+def make_optimizer(model: torch.nn.Module, recipe: Recipe) -> torch.optim.Optimizer:
+    """The recipe's optimiser; every parameter group carries ``base_lr`` for the schedule.
+
+    ``adamw``: AdamW, weight decay on tensors of two or more dimensions (matrices, embeddings)
+    only. ``muon``: :class:`~course_lib.gpt.optim.Muon` at ``muon_lr`` for the blocks'
+    matrices, AdamW at ``lr`` for the embeddings, the output layer, the gains and biases.
+    """
+    named = list(model.named_parameters())
+    if recipe.optimizer == "adamw":
+        decay = [p for _, p in named if p.ndim >= 2]
+        no_decay = [p for _, p in named if p.ndim < 2]
+        groups = [
+            {"params": decay, "weight_decay": recipe.weight_decay, "base_lr": recipe.lr},
+            {"params": no_decay, "weight_decay": 0.0, "base_lr": recipe.lr},
+        ]
+        return torch.optim.AdamW(groups, lr=recipe.lr, betas=recipe.betas)
+    from course_lib.gpt.optim import Muon
+
+    def fold(name: str) -> str | None:
+        base = name.rsplit(".", 1)[-1]
+        return {"w_q": "heads_in", "w_k": "heads_in", "w_v": "heads_in", "w_o": "heads_out"}.get(
+            base
+        )
+
+    hidden = [(n, p) for n, p in named if n.startswith("blocks.") and p.ndim >= 2]
+    rest = [p for n, p in named if not (n.startswith("blocks.") and p.ndim >= 2)]
+    muon_groups = [
+        {"params": [p for n, p in hidden if fold(n) == f], "fold": f, "base_lr": recipe.muon_lr}
+        for f in ("heads_in", "heads_out", None)
     ]
-    return torch.optim.AdamW(groups, lr=recipe.lr, betas=recipe.betas)
+    adam = torch.optim.AdamW(
+        [{"params": rest, "weight_decay": 0.0, "base_lr": recipe.lr}],
+        lr=recipe.lr,
+        betas=recipe.betas,
+    )
+    muon = Muon(
+        [g for g in muon_groups if g["params"]], lr=recipe.muon_lr, momentum=recipe.muon_momentum
+    )
+    return _Together([muon, adam])
+
+
+class _Together(torch.optim.Optimizer):
+    """Several optimisers stepped as one (their groups side by side)."""
+
+    def __init__(self, parts: list[torch.optim.Optimizer]) -> None:
+        self.parts = parts
+        self.param_groups = [g for o in parts for g in o.param_groups]
+        self.defaults = {}
+        self.state = {}  # type: ignore[assignment]
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        for o in self.parts:
+            o.zero_grad(set_to_none=set_to_none)
+
+    def step(self, closure: Any = None) -> None:  # type: ignore[override]
+        for o in self.parts:
+            o.step()
+
+    def state_dict(self) -> dict[str, Any]:  # type: ignore[override]
+        return {"parts": [o.state_dict() for o in self.parts]}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:  # type: ignore[override]
+        for o, st in zip(self.parts, state["parts"], strict=True):
+            o.load_state_dict(st)
 
 
 # ------------------------------------------------------------------------------ distributed
@@ -120,6 +177,61 @@ class World:
 
 
 # ------------------------------------------------------------------------------ the trainer
+@torch.no_grad()
+def validation_loss(
+    logits_of: Callable[[torch.Tensor], torch.Tensor],
+    val_ids: torch.Tensor,
+    context_length: int,
+    device: Any = "cpu",
+    windows_per_batch: int = 128,
+) -> float:
+    """The race's target: the mean cross-entropy over every prediction of the validation split.
+
+    The split is cut into consecutive windows of ``context_length + 1`` tokens
+    (:func:`~course_lib.gpt.data.validation_windows`); ``logits_of(x)`` maps windows (B, L) to
+    logits (B, L, V). Any model can be measured by it (the nanoGPT race uses it for nanoGPT's).
+
+    >>> ids = torch.arange(9) % 3
+    >>> round(validation_loss(lambda x: torch.zeros(*x.shape, 3), ids, 4), 4)  # uniform: log 3
+    1.0986
+    """
+    if not callable(logits_of):
+        raise TypeError(f"logits_of must be callable, got {type(logits_of).__name__}")
+    check_int(context_length, "context_length", low=1)
+    check_int(windows_per_batch, "windows_per_batch", low=1)
+    x, y = validation_windows(val_ids, context_length)
+    total = torch.zeros((), dtype=torch.float64)
+    for i in range(0, len(x), windows_per_batch):
+        xb = x[i : i + windows_per_batch].to(device)
+        yb = y[i : i + windows_per_batch].to(device)
+        logits = logits_of(xb)  # (B, L, V)
+        total += (
+            F.cross_entropy(logits.reshape(-1, logits.shape[-1]), yb.reshape(-1), reduction="sum")
+            .double()
+            .cpu()
+        )
+    return float(total / y.numel())
+
+
+def compiler_missing() -> str | None:
+    """Why ``torch.compile`` cannot run here (no C compiler for the CPU backend), or None."""
+    import shutil
+
+    if torch.cuda.is_available():
+        return None
+    if not any(shutil.which(c) for c in ("cc", "gcc", "clang", "g++")):
+        return "torch.compile's CPU backend needs a C++ compiler (cc, gcc or clang) on PATH"
+    return None
+
+
+def compile_forward(net: torch.nn.Module) -> Callable[[torch.Tensor], torch.Tensor]:
+    """``torch.compile(net)``, or a clear error saying why it cannot run here."""
+    reason = compiler_missing()
+    if reason is not None:
+        raise RuntimeError(f"recipe.compile is set but {reason}")
+    return torch.compile(net, dynamic=False)
+
+
 @dataclass
 class Trainer:
     """Holds a model, its optimiser and the data; :meth:`step` is one optimiser step.
@@ -137,8 +249,13 @@ class Trainer:
     step_count: int = 0
     seconds: float = 0.0
     tokens: int = 0
+    autocast: str | None = None
 
     def __post_init__(self) -> None:
+        if self.autocast not in (None, "bfloat16", "float16"):
+            raise ValueError(
+                f"autocast must be None, 'bfloat16' or 'float16', got {self.autocast!r}"
+            )
         self.optimizer = make_optimizer(self.model, self.recipe)
         self.generator = torch.Generator().manual_seed(self.seed + 1)
         self.device = self.model.tok_emb.device
@@ -152,6 +269,16 @@ class Trainer:
                     f"processes {self.world.size}"
                 )
             self.net = DistributedDataParallel(self.model)
+        self.forward: Callable[[torch.Tensor], torch.Tensor] = self.net
+        if self.recipe.compile:
+            self.forward = compile_forward(self.net)
+
+    def _autocast(self) -> Any:
+        """Mixed precision for the forward pass (bfloat16 on a GPU or a CPU), or nothing."""
+        if self.autocast is None:
+            return contextlib.nullcontext()
+        dtype = getattr(torch, self.autocast)
+        return torch.autocast(self.device.type, dtype=dtype)
 
     def batch(self) -> tuple[torch.Tensor, torch.Tensor]:
         """This process's share of the next global batch."""
@@ -165,12 +292,13 @@ class Trainer:
         """One optimiser step; returns the global batch's mean training loss."""
         t0 = time.perf_counter()
         x, y = self.batch()
-        lr = learning_rate(self.step_count, self.recipe)
+        factor = learning_rate(self.step_count, self.recipe) / self.recipe.lr
         for group in self.optimizer.param_groups:
-            group["lr"] = lr
+            group["lr"] = group["base_lr"] * factor  # every group follows the schedule's shape
         self.net.train()
-        logits = self.net(x)  # (B, L, V): position i predicts token i+1 of the window
-        loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
+        with self._autocast():
+            logits = self.forward(x)  # (B, L, V): position i predicts token i+1 of the window
+            loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), y.reshape(-1))
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
         if self.recipe.clip > 0:
@@ -182,26 +310,17 @@ class Trainer:
         self.seconds += time.perf_counter() - t0
         return value
 
-    @torch.no_grad()
     def evaluate(self, windows_per_batch: int = 128) -> float:
         """The mean loss over every prediction of the whole validation split."""
         self.model.eval()
-        x, y = validation_windows(self.val_ids, self.recipe.context_length)
-        total = torch.zeros((), dtype=torch.float64)
-        for i in range(0, len(x), windows_per_batch):
-            xb, yb = (
-                x[i : i + windows_per_batch].to(self.device),
-                y[i : i + windows_per_batch].to(self.device),
+        with self._autocast():
+            return validation_loss(
+                lambda x: self.model(x).float(),
+                self.val_ids,
+                self.recipe.context_length,
+                self.device,
+                windows_per_batch,
             )
-            logits = self.model(xb)
-            total += (
-                F.cross_entropy(
-                    logits.reshape(-1, logits.shape[-1]), yb.reshape(-1), reduction="sum"
-                )
-                .double()
-                .cpu()
-            )
-        return float(total / y.numel())
 
     def state_dict(self) -> dict[str, Any]:
         return {
@@ -340,6 +459,7 @@ def train(
     progress: bool = True,
     log: Callable[[dict[str, Any]], None] | None = None,
     device: Any = "cpu",
+    autocast: str | None = None,
 ) -> dict[str, Any]:
     """Train a GPT on ``text``; returns the summary (with ``history``, the evaluation records, and ``model``).
 
@@ -375,7 +495,7 @@ def train(
     train_ids, val_ids = split_ids(tok.encode(text))
     cfg = recipe.model_config(tok.vocab_size)
     model = (GPT(cfg, seed=seed) if state is None else model_from_checkpoint(state, cfg)).to(device)
-    trainer = Trainer(model, recipe, train_ids, val_ids, seed=seed, world=world)
+    trainer = Trainer(model, recipe, train_ids, val_ids, seed=seed, world=world, autocast=autocast)
     history: list[dict[str, Any]] = []
     if state is not None:
         trainer.load_state_dict(state["trainer"])
@@ -470,6 +590,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--resume", action="store_true", help="continue from OUT/ckpt.pt")
     parser.add_argument("--eval-interval", type=int, default=100)
     parser.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+    parser.add_argument("--device", default="cpu", help="cpu or cuda")
+    parser.add_argument("--autocast", choices=["bfloat16", "float16"], default=None)
+    parser.add_argument("--compile", action="store_true", help="torch.compile the forward pass")
     args = parser.parse_args(argv)
     path = Path(args.text)
     if not path.is_file():
@@ -480,10 +603,13 @@ def main(argv: list[str] | None = None) -> int:
     def log(record: dict[str, Any]) -> None:
         print(json.dumps(record), flush=True)
 
+    recipe = RECIPES[args.recipe]
+    if args.compile:
+        recipe = dataclasses.replace(recipe, compile=True)
     result = train(
         text,
         args.tokenizer,
-        args.recipe,
+        recipe,
         until_val_loss=args.until_val_loss,
         max_steps=args.max_steps,
         max_minutes=args.max_minutes,
@@ -493,6 +619,8 @@ def main(argv: list[str] | None = None) -> int:
         eval_interval=args.eval_interval,
         progress=not args.no_progress,
         log=log,
+        device=args.device,
+        autocast=args.autocast,
     )
     if world_rank == 0:
         summary = {k: v for k, v in result.items() if k not in ("history", "model", "tokenizer")}
