@@ -173,6 +173,8 @@ def test_rise_slideshow_in_jupyterlab(browser, lab) -> None:
 
     Every wait has a time-out (no bare ``evaluate``, which waits forever on a page whose script
     is stuck in a loop)."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
     n = slides.count_slides(slides.with_slides(read(RISE_CHAPTER)))
     want = n["slides"] + n["subslides"]
     # the shared Lab server holds the chapter with its slide types as NN_x.rise.ipynb
@@ -186,10 +188,19 @@ def test_rise_slideshow_in_jupyterlab(browser, lab) -> None:
             pg.wait_for_selector("mjx-container", state="attached", timeout=60_000)
             pg.wait_for_function("() => !document.querySelector('mjx-merror')", timeout=10_000)
             first = pg.wait_for_function(f"() => {present} && {present}.innerText", timeout=60_000)
-            pg.keyboard.press("ArrowRight")
-            pg.wait_for_function(
-                f"t => {present}.innerText !== t", arg=first.json_value(), timeout=10_000
-            )
+            first = first.json_value()
+            # the arrow key moves on once reveal.js listens, which can be a moment after the
+            # slides are drawn (a key pressed before is lost): press again, three tries at most
+            for attempt in range(3):
+                pg.keyboard.press("ArrowRight")
+                try:
+                    pg.wait_for_function(
+                        f"t => {present}.innerText !== t", arg=first, timeout=10_000
+                    )
+                    break
+                except PlaywrightTimeout:
+                    if attempt == 2:
+                        raise AssertionError("the slideshow did not move on (3 tries)") from None
             # the course's style sheet for RISE (notebooks/rise.css) reached the page
             pg.wait_for_function(
                 "() => getComputedStyle(document.querySelector('.reveal'))"
