@@ -227,7 +227,8 @@ papineni_refs = [
     "It is the practical guide for the army always to heed the directions of the party.",
 ]
 papineni_cands = [
-    "It is a guide to action which ensures that the military always obeys the commands of the party.",
+    "It is a guide to action which ensures that the military always obeys the commands of the "
+    "party.",
     "It is to insure the troops forever hearing the activity guidebook that party direct.",
 ]
 for cand_text in papineni_cands:
@@ -367,9 +368,8 @@ for w in [(0.5, 0.5), (0.4, 0.3, 0.2, 0.1)]:
 cand = "the cat sat on the mat"
 refs = ["the cat sat", "a cat on a mat"]
 for p in rouge_n_pairs(cand, refs, 1):
-    print(
-        f"matches {p.matches}  recall {p.recall:.3f}  precision {p.precision:.3f}  F {p.fmeasure:.3f}"
-    )
+    scores = f"recall {p.recall:.3f}  precision {p.precision:.3f}  F {p.fmeasure:.3f}"
+    print(f"matches {p.matches}  {scores}")
 print(f"{'variant':8} {'recall':>7} {'precision':>9} {'F':>6}")
 for variant in ("notes", "mean", "max", "pooled", "best-f"):
     cells = [
