@@ -979,9 +979,10 @@ for v in comparison["variants"]:
     val = validation(v)
     summary[v] = summarise(runs, v, chosen[v])
     m = summary[v]
+    spread = f"pieces {m['se_items']:.3f}, seeds {m['se_seeds']:.3f}"
     print(
         f"{v:>15}  {'   '.join(f'{a:.3f}' for a in val):>38}   {chosen[v]:<6g}"
-        f"   {m['mean']:.3f} +- {m['se']:.3f} (pieces {m['se_items']:.3f}, seeds {m['se_seeds']:.3f})"
+        f"   {m['mean']:.3f} +- {m['se']:.3f} ({spread})"
     )
 print(f"{'bag of tokens':>15}  {'':>38}   {'':<6}   {comparison['bag_of_words_accuracy']:.3f}")
 print("held-out LM loss after pre-training, nats (token frequencies in brackets):")

@@ -681,9 +681,8 @@ print(f"chosen log-ratio   {np.mean(dpo_log.chosen[-5:]):6.2f} (last 5 steps)")
 print(f"rejected log-ratio {np.mean(dpo_log.rejected[-5:]):6.2f}")
 sampled = {"SFT": policy, "PPO (judge)": rl_policy, "DPO": dpo_policy}
 for name, model in sampled.items():
-    print(
-        f"{name:12} sampled answers right on unseen words: {P.sampled_accuracy(model, test_words):.2f}"
-    )
+    accuracy = P.sampled_accuracy(model, test_words)
+    print(f"{name:12} sampled answers right on unseen words: {accuracy:.2f}")
 
 # %% [markdown]
 # One run of each says little, and the PPO run above had an oracle for a reward, while DPO had
@@ -797,7 +796,8 @@ sft_logp = answer_logprob(policy, pair_words, chosen).numpy()
 for name, model in (("beta = 0.1", dpo_policy), ("beta = 0.3", dpo_03)):
     ratio = answer_logprob(model, pair_words, chosen).numpy() - sft_logp  # (N,) log-ratios
     print(
-        f"{name}: chosen log-ratio {ratio.mean():5.2f} = right answers {ratio[is_right].mean():5.2f}"
+        f"{name}: chosen log-ratio {ratio.mean():5.2f}"
+        f" = right answers {ratio[is_right].mean():5.2f}"
         f" and chosen wrong answers {ratio[~is_right].mean():5.2f}"
     )
 
