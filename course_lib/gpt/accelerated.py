@@ -325,9 +325,13 @@ def _orthogonalise(G: torch.Tensor, steps: int, eps: float) -> torch.Tensor:
     if tall:
         X = X.mT
     X = X / (torch.linalg.matrix_norm(X, keepdim=True) + eps)
+    batch = X.shape[:-2]
+    X = X.reshape(-1, *X.shape[-2:])  # (n, m, k): baddbmm folds the scalars into the products
     for _ in range(steps):
-        A = X @ X.mT  # (..., m, m)
-        X = a * X + (b * A + c * A @ A) @ X
+        A = X @ X.mT  # (n, m, m)
+        B = torch.baddbmm(A, A, A, beta=b, alpha=c)  # b A + c A A
+        X = torch.baddbmm(X, B, X, beta=a)  # a X + B X
+    X = X.reshape(*batch, *X.shape[-2:])
     return (X.mT if tall else X).to(G.dtype)
 
 
