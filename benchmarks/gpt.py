@@ -1,14 +1,14 @@
-"""GPT (Chapter 8): generation with and without a KV cache, and the baseline-vs-fast race.
+"""GPT (Chapter 8): generation with and without a KV cache, and the baseline-vs-modern race.
 
 1. **KV cache.** The baseline-shaped model (4 layers, width 128, context 64) generates 64 new
    characters greedily, with the cache and without it (the same tokens); best of 3.
 2. **Race.** On the first 1.1 MB of the course's Shakespeare text (character level, 90/10
-   split), the recipes of :data:`course_lib.gpt.race.ABLATION` (``baseline``, then ``fast``'s
-   changes added one group at a time, ending at ``fast``) train *in turns* of 100 steps in one
+   split), the recipes of :data:`course_lib.gpt.race.ABLATION` (``baseline``, then ``modern``'s
+   changes added one group at a time, ending at ``modern``) train *in turns* of 100 steps in one
    process (:func:`course_lib.gpt.race.race`), so every recipe sees the same machine load.
    ``baseline`` trains its 2000 steps and its final validation loss (on the whole validation
    split) is the target; every other recipe's time is its training seconds (evaluations
-   excluded) at the first evaluation at or below the target. Target: ``fast`` at least 1.5x
+   excluded) at the first evaluation at or below the target. Target: ``modern`` at least 1.5x
    sooner than ``baseline``. (nanoGPT's tiny Shakespeare reaches about 1.89; our cut of the
    course's text, 77 characters, is a slightly different text, so the target is measured.)
 
@@ -28,7 +28,7 @@ from course_lib.gpt.model import GPT
 from course_lib.gpt.sampling import generate
 from course_lib.measure import timed
 
-TITLE = "GPT: KV-cache generation and the baseline-vs-fast training race"
+TITLE = "GPT: KV-cache generation and the baseline-vs-modern training race"
 RATIO_TARGET = 1.5
 
 
@@ -94,10 +94,10 @@ def summary(rows: list[dict]) -> str:
     cache = by[("generate", "no cache")]["seconds"] / by[("generate", "KV cache")]["seconds"]
     race = (
         by[("train to val loss", "baseline")]["seconds"]
-        / by[("train to val loss", "fast")]["seconds"]
-    )  # nan if fast did not reach the target
+        / by[("train to val loss", "modern")]["seconds"]
+    )  # nan if modern did not reach the target
     return (
         f"KV cache: {cache:.2f}x the tokens/s of uncached generation.\n"
-        f"Race: fast reached the target {race:.2f}x sooner than baseline (target {RATIO_TARGET}x; "
+        f"Race: modern reached the target {race:.2f}x sooner than baseline (target {RATIO_TARGET}x; "
         f"meaningful only without --quick)."
     )

@@ -693,8 +693,8 @@ def test_race_takes_turns_and_times_each_recipe_to_the_reference_loss(small_text
     recipes = [
         dataclasses.replace(r, **tiny, decay_steps=4, warmup_steps=1) for r in ablation_recipes()
     ]
-    assert [r.name for r in recipes] == ["baseline", "+ schedule", "+ RoPE", "fast"]
-    assert ablation_recipes()[-1] == RECIPES["fast"]
+    assert [r.name for r in recipes] == ["baseline", "+ schedule", "+ RoPE", "modern"]
+    assert ablation_recipes()[-1] == RECIPES["modern"]
     seen = []
     out = race(small_text, recipes, provisional_target=100.0, chunk=2, max_steps=8, log=seen.append)
     # turns: every recipe's first evaluation comes before any recipe's second
@@ -717,14 +717,14 @@ def test_race_takes_turns_and_times_each_recipe_to_the_reference_loss(small_text
         race(small_text, [recipes[0], recipes[0]], provisional_target=1.0)
 
 
-def test_shipped_race_meets_the_target_and_fast_is_the_last_row():
+def test_shipped_race_meets_the_target_and_modern_is_the_last_row():
     import json
 
     from course_lib.paths import data_path
 
     res = json.loads(data_path("gpt", "race.json").read_text())
     names = [r["recipe"] for r in res["rows"]]
-    assert names == ["baseline", "+ schedule", "+ RoPE", "fast"]
+    assert names == ["baseline", "+ schedule", "+ RoPE", "modern"]
     assert res["rows"][0]["reached_at_step"] == 2000
     assert res["rows"][-1]["speed_up"] >= 1.5
     assert res["command"] == "python -m course_lib.gpt.race data/gpt/race.json"

@@ -93,7 +93,7 @@ def test_muon_bad_input(call, error, words, side):
 def test_muon_optimiser_equals_muon_step_on_every_kind_of_matrix():
     from course_lib.gpt.train import make_optimizer
 
-    r = dataclasses.replace(RECIPES["fast"], optimizer="muon", n_layers=2, d_model=16)
+    r = dataclasses.replace(RECIPES["modern"], optimizer="muon", n_layers=2, d_model=16)
     model = GPT(r.model_config(11), seed=0)
     opt = make_optimizer(model, r)
     g = torch.Generator().manual_seed(0)
@@ -166,7 +166,7 @@ def test_relu2_is_only_for_the_plain_feed_forward():
 
 
 def test_recipe_fields_round_trip_and_old_files_still_load(tmp_path):
-    r = dataclasses.replace(RECIPES["fast"], optimizer="muon", qk_norm=True, tie_head=False)
+    r = dataclasses.replace(RECIPES["modern"], optimizer="muon", qk_norm=True, tie_head=False)
     assert Recipe.from_dict(json.loads(json.dumps(r.to_dict()))) == r
     old = {k: v for k, v in RECIPES["baseline"].to_dict().items() if k in ("name", "lr", "betas")}
     assert Recipe.from_dict(old).optimizer == "adamw"
@@ -187,7 +187,7 @@ def _tiny_trainer(**recipe_change):
     from course_lib.gpt.train import Trainer
 
     r = dataclasses.replace(
-        RECIPES["fast"], n_layers=1, d_model=16, batch_size=2, context_length=8, **recipe_change
+        RECIPES["modern"], n_layers=1, d_model=16, batch_size=2, context_length=8, **recipe_change
     )
     ids = torch.randint(0, 11, (400,), generator=torch.Generator().manual_seed(0))
     return r, ids, Trainer, GPT(r.model_config(11), seed=0)
@@ -243,6 +243,17 @@ def test_race_to_a_fixed_target_with_the_speedrun_recipes():
     assert out["target"] == 100.0
     assert all(row["reached_at_step"] == 2 for row in out["rows"])  # any loss is below 100
     assert out["rows"][1]["recipe_fields"]["optimizer"] == "muon"
+
+
+def test_the_race_command_races_only_the_named_recipes(tmp_path, capsys):
+    from course_lib.gpt.race import main
+
+    out = tmp_path / "s.json"
+    assert main([str(out), "--quick", "--speedrun", "--only", "modern", "fast"]) == 0
+    assert [r["recipe"] for r in json.loads(out.read_text())["rows"]] == ["modern", "fast"]
+    with pytest.raises(SystemExit):
+        main([str(out), "--speedrun", "--only", "fastest"])
+    assert "no recipes named ['fastest']" in capsys.readouterr().err
 
 
 # ------------------------------------------------------------------------------ the nanoGPT race

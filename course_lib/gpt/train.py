@@ -2,8 +2,11 @@
 
 ::
 
-    python -m course_lib.gpt.train --text PATH --tokenizer char|bpe --recipe baseline|fast \\
+    python -m course_lib.gpt.train --text PATH --tokenizer char|bpe --recipe NAME \\
         [--until-val-loss X] [--max-steps N] [--max-minutes M] [--seed S] [--out DIR]
+
+``NAME`` is one of :data:`course_lib.gpt.config.RECIPES`: ``baseline``, ``modern``, ``speedrun``
+or ``fast`` (the fastest measured).
 
 The first 90% of the file trains, the last 10% validates. Every ``--eval-interval`` steps (100)
 the loss on the *whole* validation split is measured and one JSON line is printed
@@ -15,7 +18,8 @@ uninterrupted run). The same script runs under ``torchrun --nproc_per_node=N``: 
 takes its share of every global batch and DistributedDataParallel averages the gradients
 (gloo on CPUs, NCCL on GPUs).
 
-The optimiser is AdamW with decoupled weight decay on the matrices only, the learning rate
+The optimiser is AdamW with decoupled weight decay on the matrices only (or, with the recipe's
+``optimizer="muon"``, Muon for the blocks' matrices and AdamW for the rest), the learning rate
 rises linearly for ``warmup_steps`` and then falls along a half cosine to ``min_lr`` at
 ``decay_steps``, and the gradient's global norm is clipped to ``clip``.
 """
