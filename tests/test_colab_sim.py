@@ -13,8 +13,9 @@ the one nbval run of each notebook is also its Colab run:
   (its output is not compared: the cell carries ``nbval-ignore-output``);
 * every later cell, against what that installed, with its stored outputs compared.
 
-About 1 to 2 s a notebook more than nbval in the course's own environment (the install and the
-data), plus one wheel build per pytest worker; it needs the package registries, as ./course
+About 1.5 to 3 s a notebook more than nbval in the course's own environment (the install and
+the data, measured on a shared 2-core machine), plus one wheel build per pytest worker (about
+5 s); it needs the package registries, as ./course
 setup does. A plain ``pytest`` runs nbval in the course's environment, as before;
 ``python -m tools.colab_sim [NN_topic ...]`` runs chapters in the simulated Colab without
 comparing outputs and prints each one's time. Not covered: Colab's own package versions, its
