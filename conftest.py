@@ -62,6 +62,15 @@ def pytest_addoption(parser):
         "asks: the notebooks' stored outputs then hold on another CPU's kernels, and "
         "tests/test_portability.py re-runs only the marked unit tests",
     )
+    parser.addoption(
+        "--nbval-colab",
+        action="store_true",
+        default=False,
+        help="start each notebook's nbval kernel in a simulated Google Colab, as ./course test "
+        "asks (tools/colab_sim.py): a fresh environment without the course, an empty data "
+        "cache and working folder; the notebook's set-up cell installs the package from the "
+        "checkout and fetches the chapter's data. Linux and macOS; needs the package registries",
+    )
 
 
 def pytest_ignore_collect(collection_path, config):
@@ -120,6 +129,22 @@ def portable_notebook_kernels() -> None:
     nbval.kernel.start_new_kernel = start_portable
 
 
+def colab_notebook_kernels(config) -> None:
+    """nbval's kernels start in fresh simulated-Colab runtimes (tools/colab_sim.py), made under
+    a folder of this process (one per xdist worker, removed at the end)."""
+    if os.name == "nt":
+        raise pytest.UsageError("--nbval-colab: the simulated Colab links with symlinks (POSIX)")
+    import shutil
+    import tempfile
+    from pathlib import Path
+
+    from tools import colab_sim
+
+    work = Path(tempfile.mkdtemp(prefix="colab-sim-"))
+    config.add_cleanup(lambda: shutil.rmtree(work, ignore_errors=True))
+    colab_sim.nbval_in_colab(work)
+
+
 # -- the parallel run (pytest-xdist, --dist loadscope) --------------------------------------
 
 
@@ -127,7 +152,10 @@ def pytest_configure(config):
     """In a parallel run each worker uses its share of the cores, not all of them: n workers
     with n threads each on n cores spend their time waiting on one another (OpenMP threads
     spin). Tests that need more threads set them themselves; OMP_NUM_THREADS, if set, wins.
-    With ``--nbval-kernels=portable`` the notebooks' kernels use PyTorch's portable kernels."""
+    With ``--nbval-kernels=portable`` the notebooks' kernels use PyTorch's portable kernels;
+    with ``--nbval-colab`` they start in a simulated Colab (both, as ./course test asks)."""
+    if config.getoption("nbval_colab", False):
+        colab_notebook_kernels(config)
     if config.getoption("nbval_kernels", "native") == "portable":
         portable_notebook_kernels()
     workers = os.environ.get("PYTEST_XDIST_WORKER_COUNT")

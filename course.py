@@ -304,9 +304,15 @@ def cmd_test(args: list[str]) -> None:
         web_assets()
         browser()
         run([venv_python(), "-m", "course_lib.doctor", "--browser"])
+        first = []
         if not any(a.startswith("--nbval-kernels") for a in args):
             # the notebooks' outputs checked once, under another CPU's kernels (conftest.py)
-            args = ["--nbval-kernels=portable", *args]
+            first.append("--nbval-kernels=portable")
+        if os.name != "nt" and "--nbval-colab" not in args:
+            # ... in a simulated Colab, each notebook installing the course from this checkout
+            # and fetching its data as on Colab (tools/colab_sim.py; it links with symlinks)
+            first.append("--nbval-colab")
+        args = [*first, *args]
     run([venv_python(), "-m", "ruff", "check", "."])
     run([venv_python(), "-m", "ruff", "format", "--check", "."])
     module("pytest -n auto --dist loadscope", args)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -33,11 +34,17 @@ def test_environment_overrides(tmp_path, monkeypatch):
 @pytest.mark.slow
 def test_a_plain_pip_install_finds_its_data(tmp_path):
     """Build the wheel, install it into an empty folder, import it from there: the data ships
-    inside the package as course_lib._data."""
+    inside the package as course_lib._data, every file of data/."""
     wheel_dir, site = tmp_path / "wheel", tmp_path / "site"
     pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "-q"]
     subprocess.run([*pip, "wheel", "--no-deps", "-w", str(wheel_dir), str(ROOT)], check=True)
     wheel = next(wheel_dir.glob("course_lib-*.whl"))
+    data = ROOT / "data"
+    files = {p.relative_to(data).as_posix() for p in data.rglob("*") if p.is_file()}
+    files = {f for f in files if "__pycache__" not in f}
+    with zipfile.ZipFile(wheel) as whl:
+        shipped = {n.removeprefix("course_lib/_data/") for n in whl.namelist()}
+    assert not files - shipped, f"not in the wheel: {sorted(files - shipped)}"
     subprocess.run([*pip, "install", "--no-deps", "--target", str(site), str(wheel)], check=True)
     code = (
         "from course_lib import paths; print(paths.repo_root()); "

@@ -21,6 +21,7 @@ set-up cells have no output, so the notebooks need no re-execution. Standard lib
 from __future__ import annotations
 
 import argparse
+import json
 import re
 import sys
 import tomllib
@@ -30,8 +31,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = ROOT / "notebooks"
 TAG = "colab-setup"
-#: The jupytext header line of the set-up cell: removed from the website, folded in Lab.
-CELL_HEADER = f'# %% tags=["remove-cell", "{TAG}"] jupyter={{"source_hidden": true}}'
+#: The set-up cell's tags: removed from the website; nbval ignores what it prints (nothing,
+#: except in the simulated Colab of ``pytest --nbval-colab``: pip's and set-up's messages).
+CELL_TAGS = ("remove-cell", TAG, "nbval-ignore-output")
+#: The jupytext header line of the set-up cell: those tags, and folded in Lab.
+CELL_HEADER = f"# %% tags={json.dumps(list(CELL_TAGS))} " + 'jupyter={"source_hidden": true}'
 LICENCE_FILES = ("LICENSE", "LICENSE-CONTENT")
 
 
@@ -109,13 +113,24 @@ def write_py(path: Path, where: Published | None = None) -> bool:
     start = _header_end(text)
     cell = f"{CELL_HEADER}\n{setup_cell(path.stem, where)}\n\n"
     rest = text[start:]
-    if rest.startswith(CELL_HEADER + "\n"):
-        nxt = rest.find("\n# %%", len(CELL_HEADER))
+    first_line = rest.split("\n", 1)[0]
+    if first_line.startswith("# %%") and f'"{TAG}"' in first_line:  # any earlier version
+        nxt = rest.find("\n# %%", len(first_line))
         rest = rest[nxt + 1 :] if nxt >= 0 else ""
     new = text[:start] + cell + rest
     if new != text:
         path.write_text(new, encoding="utf-8")
     return new != text
+
+
+def _cell_metadata() -> dict:
+    """The ``.ipynb`` metadata of the set-up cell (what :data:`CELL_HEADER` says in the ``.py``)."""
+    return {"jupyter": {"source_hidden": True}, "tags": list(CELL_TAGS)}
+
+
+def _owned(metadata: dict) -> dict:
+    """The part of a cell's metadata that :func:`_cell_metadata` sets (not the run's timings)."""
+    return {key: metadata.get(key) for key in ("jupyter", "tags")}
 
 
 def write_ipynb(path: Path, where: Published | None = None) -> bool:
@@ -131,12 +146,13 @@ def write_ipynb(path: Path, where: Published | None = None) -> bool:
     source = setup_cell(path.stem, where)
     first = nb.cells[0] if nb.cells else None
     if first is not None and TAG in first.metadata.get("tags", []):
-        if first.source == source:
+        if first.source == source and _owned(first.metadata) == _cell_metadata():
             return False
         first.source = source
+        first.metadata.update(_cell_metadata())
     else:
         cell = nbformat.v4.new_code_cell(source)
-        cell.metadata = {"jupyter": {"source_hidden": True}, "tags": ["remove-cell", TAG]}
+        cell.metadata = _cell_metadata()
         code = [c for c in nb.cells if c.cell_type == "code"]
         if all(isinstance(c.execution_count, int) for c in code):
             # number the cells as one top-to-bottom run with the new cell first would
@@ -161,7 +177,11 @@ def stale_cells(where: Published | None = None) -> list[str]:
         nb_path = src.with_suffix(".ipynb")
         if nb_path.exists():
             cells = nbformat.read(nb_path, as_version=4).cells
-            if not cells or cells[0].source != setup_cell(src.stem, where):
+            first = cells[0] if cells else None
+            if first is None or (first.source, _owned(first.metadata)) != (
+                setup_cell(src.stem, where),
+                _cell_metadata(),
+            ):
                 bad.append(nb_path.name)
     return bad
 
