@@ -55,7 +55,7 @@ if "google.colab" in sys.modules or os.environ.get("COURSE_COLAB") == "1":
 #
 # **Assumes**: chapters 2 (softmax, sampling), 4 (causal attention), 5 (the block and the
 # decoder-only model), 6 (positions) and 7 (tokenisers); PyTorch's autograd and optimisers.
-# **Core path**: about 60 minutes; the optional sections add about 42 minutes, their optional
+# **Core path**: about 60 minutes; the optional sections add about 44 minutes, their optional
 # subsections (8.4.1, 8.7.1, 8.9.1) another 18, and the exercises about 65 (the three
 # implementation exercises, the chapter's signature algorithms, take most of it).
 #
@@ -1085,7 +1085,7 @@ plt.show()
 # machine and at *your* size.
 
 # %% [markdown]
-# ## 8.11 The speed-run's ideas, measured here (optional, 16 min)
+# ## 8.11 The speed-run's ideas, measured here (optional, 18 min)
 #
 # Since 2024 a public "speed-run" trains GPT-2 small on FineWeb to a fixed validation loss as
 # fast as possible on 8 GPUs (modded-nanogpt {cite}`jordan2024moddednanogpt`); its record fell
