@@ -276,9 +276,6 @@ def run_chapter(chapter: str, colab: Colab, *, timeout: int = 900) -> Result:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("names", nargs="*", help="chapters such as 08_gpt (default: all)")
-    parser.add_argument(
-        "--full", action="store_true", help="accepted for old commands: every cell always runs"
-    )
     parser.add_argument("--keep", action="store_true", help="keep the environments")
     args = parser.parse_args(argv)
     names = args.names or sorted(p.stem for p in NOTEBOOKS.glob("[0-9][0-9]_*.ipynb"))
