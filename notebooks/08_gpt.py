@@ -1198,8 +1198,9 @@ assert abs(err - np.abs(s_after - 1).max()) < 1e-9
 # learning rates and the time to the validation loss picks between them: that is the tuning,
 # on the validation split, and its budget is the race itself.
 #
-# The first seven rows are `modern` plus one change, and `+ all` has every change (Muon at
-# 0.02). Each of the two seeds is one race in turns of 100 steps on one thread
+# After `modern` itself, each of the next six rows adds one change to it, `+ all` has every
+# change (Muon at 0.02), and the last two rows are where this section ends up (below). Each of
+# the two seeds is one race in turns of 100 steps on one thread
 # (`data/gpt/speedrun.json`). The course's 2-core machine was heavily shared while these ran
 # (load average 4 to 10): a turn of the same recipe took from 26 to 80 seconds depending on the
 # minute, so the races' own seconds measure the load more than the recipes. Two things survive
