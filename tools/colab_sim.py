@@ -25,7 +25,7 @@ fetches the chapter's data from the registries into the empty cache; every later
 against what those installed. With ``pytest --nbval-colab`` (conftest.py), nbval starts each
 notebook's kernel in a runtime of its own, so one run checks the stored outputs, the install,
 the data and every cell (the set-up cell's output, pip's and set-up's messages here, is not
-compared: it carries ``nbval-ignore-output``). ``python -m tools.colab_sim`` runs the same
+compared: conftest.py turns nbval's check off for the ``colab-setup`` cell). ``python -m tools.colab_sim`` runs the same
 runtimes without comparing outputs and prints each chapter's time and its set-up cell's.
 
 Not covered: Colab's own package versions (the environment has this repository's pins), its

@@ -31,9 +31,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = ROOT / "notebooks"
 TAG = "colab-setup"
-#: The set-up cell's tags: removed from the website; nbval ignores what it prints (nothing,
-#: except in the simulated Colab of ``pytest --nbval-colab``: pip's and set-up's messages).
-CELL_TAGS = ("remove-cell", TAG, "nbval-ignore-output")
+#: The set-up cell's tags: removed from the website, and known to conftest.py, which has nbval
+#: ignore what the cell prints (nothing, except in the simulated Colab of ``pytest
+#: --nbval-colab``: pip's and set-up's messages).
+CELL_TAGS = ("remove-cell", TAG)
 #: The jupytext header line of the set-up cell: those tags, and folded in Lab.
 CELL_HEADER = f"# %% tags={json.dumps(list(CELL_TAGS))} " + 'jupyter={"source_hidden": true}'
 LICENCE_FILES = ("LICENSE", "LICENSE-CONTENT")
