@@ -18,7 +18,6 @@ import sys
 import uuid
 from pathlib import Path
 
-import nbformat
 import pytest
 
 from tests.browser import RISE_CHAPTER, serve, up_to_last_widget
@@ -96,6 +95,8 @@ def lab(tmp_path_factory):
     :data:`RISE_CHAPTER` ``NN_x.rise.ipynb``, the chapter with its slide types
     (tests/test_lab_slides.py presents it); ``probe_error.ipynb`` at the root.
     """
+    import nbformat  # here, not at the top: the unit tests run where Jupyter is absent
+
     from tools import slides
     from tools.lab import TEST_SETTINGS, LabServer
 
