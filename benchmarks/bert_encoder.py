@@ -20,6 +20,12 @@ what the code costs, the least disturbed by other processes on a loaded machine)
 ``before / fused`` (target at least 1.2) and ``hf / fused`` (target at least 1.0) of those
 medians, the same ratios of the median wall-clock times, and the highest 1-minute load average
 seen while the row ran. On an idle machine the two kinds of ratio agree.
+
+Where CUDA is available, the same contestants are timed again on the GPU (float32, so the same
+arithmetic; PyTorch's default leaves TF32 off), adding a BERT-base row at batch 32 x 512 tokens
+where the GPU has work enough to fill it. There each call is followed by
+``torch.cuda.synchronize()`` and the ``ms`` columns are wall-clock medians (a process's CPU time
+says nothing of the GPU's); the ``clock`` column says which kind a row holds.
 """
 
 from __future__ import annotations
@@ -45,7 +51,21 @@ def _sizes(quick: bool):
     return [("chapter (SMALL)", SMALL, 32, 32, 40), ("BERT-base", base, 4, 128, 7)]
 
 
-def _contestants(cfg, B: int, L: int) -> dict:
+def _cuda_sizes(quick: bool):
+    from course_lib.bert.config import BertConfig, bert_block
+    from course_lib.bert.train import SMALL
+
+    if quick:
+        return [("tiny", BertConfig(512, 32, 1, bert_block(32, 2)), 4, 16, 2)]
+    base = BertConfig(30522, 512, 12, bert_block(768, 12))
+    return [
+        ("chapter (SMALL)", SMALL, 32, 32, 40),
+        ("BERT-base", base, 4, 128, 20),
+        ("BERT-base", base, 32, 512, 10),
+    ]
+
+
+def _contestants(cfg, B: int, L: int, device: str = "cpu") -> dict:
     from course_lib.bert import accelerated as A
     from course_lib.bert.hf import to_hf
     from course_lib.bert.model import Bert
@@ -60,6 +80,9 @@ def _contestants(cfg, B: int, L: int) -> dict:
         ours.numpy_parameters(), cfg, "model", dtype=torch.float32, attn_implementation="sdpa"
     )
     grad = torch.randn(B, L, cfg.d_model, generator=torch.Generator().manual_seed(0))
+    if device != "cpu":
+        ours, theirs = ours.to(device), theirs.to(device)
+        tokens, segments, mask, grad = (t.to(device) for t in (tokens, segments, mask, grad))
 
     def before():
         p = ours.parameter_dict()
@@ -96,33 +119,40 @@ def _contestants(cfg, B: int, L: int) -> dict:
     }
 
 
-def _race(fns: dict, rounds: int) -> tuple[dict, dict]:
-    """Median wall and CPU seconds per call, the contestants in a rotated order each round."""
+def _race(fns: dict, rounds: int, device: str = "cpu") -> tuple[dict, dict]:
+    """Median wall and CPU seconds per call, the contestants in a rotated order each round
+    (on a GPU, each call waits for its kernels: ``synchronize``)."""
+    from course_lib.measure import synchronize
+
     names = list(fns)
     for name in names:
         fns[name]()  # warm-up
+    synchronize(device)
     wall = {n: [] for n in names}
     cpu = {n: [] for n in names}
     for r in range(rounds):
         for name in names[r % len(names) :] + names[: r % len(names)]:
             w, c = time.perf_counter(), time.process_time()
             fns[name]()
+            synchronize(device)
             wall[name].append(time.perf_counter() - w)
             cpu[name].append(time.process_time() - c)
     med = statistics.median
     return {n: med(v) for n, v in wall.items()}, {n: med(v) for n, v in cpu.items()}
 
 
-def _measure(name: str, cfg, B: int, L: int, rounds: int) -> list[dict]:
+def _measure(name: str, cfg, B: int, L: int, rounds: int, device: str = "cpu") -> list[dict]:
     rows = []
-    for kind, fns in _contestants(cfg, B, L).items():
+    for kind, fns in _contestants(cfg, B, L, device).items():
         load0 = os.getloadavg()[0]
-        wall, cpu = _race(fns, rounds)
+        wall, cpu = _race(fns, rounds, device)
+        main = cpu if device == "cpu" else wall  # CPU time means nothing for GPU kernels
         rows.append({
+            "device": device, "clock": "cpu time" if device == "cpu" else "wall (synchronised)",
             "size": name, "batch x length": f"{B} x {L}", "pass": kind, "rounds": rounds,
-            "before ms": 1e3 * cpu["before"], "fused ms": 1e3 * cpu["fused"],
-            "hf ms": 1e3 * cpu["hf"],
-            "before/fused": cpu["before"] / cpu["fused"], "hf/fused": cpu["hf"] / cpu["fused"],
+            "before ms": 1e3 * main["before"], "fused ms": 1e3 * main["fused"],
+            "hf ms": 1e3 * main["hf"],
+            "before/fused": main["before"] / main["fused"], "hf/fused": main["hf"] / main["fused"],
             "before/fused (wall)": wall["before"] / wall["fused"],
             "hf/fused (wall)": wall["hf"] / wall["fused"],
             "load": round(max(load0, os.getloadavg()[0]), 1),
@@ -134,7 +164,10 @@ def run(quick: bool = False) -> list[dict]:
     threads = torch.get_num_threads()
     torch.set_num_threads(THREADS)
     try:
-        return [row for size in _sizes(quick) for row in _measure(*size)]
+        rows = [row for size in _sizes(quick) for row in _measure(*size)]
+        if torch.cuda.is_available():
+            rows += [row for size in _cuda_sizes(quick) for row in _measure(*size, "cuda")]
+        return rows
     finally:
         torch.set_num_threads(threads)
 
@@ -145,8 +178,36 @@ def summary(rows: list[dict]) -> str:
     for r in rows:
         ok = r["before/fused"] >= 1.2 and r["hf/fused"] >= 1.0
         lines.append(
-            f"{r['size']}, {r['pass']}: {r['before/fused']:.2f}x today's own, "
-            f"{r['hf/fused']:.2f}x BertModel (SDPA), CPU time"
+            f"{r['device']}, {r['size']} {r['batch x length']}, {r['pass']}: "
+            f"{r['before/fused']:.2f}x today's own, {r['hf/fused']:.2f}x BertModel (SDPA), "
+            f"{r['clock']}"
             f" ({'both targets met' if ok else 'a target missed'})"
         )
     return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m benchmarks.bert_encoder --device cuda``: the GPU rows alone (``benchmarks.run
+    bert_encoder`` gives the CPU's and, where CUDA is available, the GPU's)."""
+    import argparse
+
+    from benchmarks.run import format_table
+
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.bert_encoder", description=TITLE)
+    parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
+    parser.add_argument("--quick", action="store_true", help="small sizes only")
+    args = parser.parse_args(argv)
+    if args.device == "cuda" and not torch.cuda.is_available():
+        parser.error("--device cuda, but PyTorch sees no CUDA device here")
+    if args.device == "cpu":
+        torch.set_num_threads(THREADS)
+        rows = [row for size in _sizes(args.quick) for row in _measure(*size)]
+    else:
+        rows = [row for size in _cuda_sizes(args.quick) for row in _measure(*size, "cuda")]
+    print(format_table(rows))
+    print(summary(rows))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,6 +1,7 @@
 """The course's ``fast`` recipe (its fastest) against nanoGPT's own CPU recipe, to the same loss.
 
     python -m benchmarks.nanogpt_race --nanogpt PATH [--seeds 0 1] [--threads 1] [--out JSON]
+    python -m benchmarks.nanogpt_race --nanogpt PATH --device cuda --autocast bfloat16 [--compile]
     python -m benchmarks.run nanogpt_race --nanogpt PATH
 
 1. The race corpus (the course's Shakespeare cut, character level, 90/10 split, the same ids as
@@ -23,6 +24,17 @@ utilisation: FLOPs per token ``6 N + 12 n_layers d L`` (Kaplan et al. 2020, sect
 and backward through N parameters, plus attention's scores and weighted sums, causal mask not
 discounted), N counting every parameter except the position table; utilisation against the
 peak of a 2048 x 2048 float32 matrix product measured in the same process with the same threads.
+
+On a GPU (``--device cuda``) both sides run there with the same switches: ``--autocast
+bfloat16`` is nanoGPT's ``--dtype=bfloat16`` and the course's ``Trainer(autocast="bfloat16")``
+(otherwise both run float32), ``--compile`` is nanoGPT's ``--compile=True`` and the course's
+``recipe.compile``. The target is still measured in float32 on the CPU, and the course's
+evaluations for the race are float32 too, so a bfloat16 forward cannot move the finish line.
+On a GPU, or with ``--compile``, the course's first step counts at its median step time, as
+nanoGPT's first iteration always does (for its evaluation): it holds CUDA's lazy start-up
+(library handles, first kernel loads) and any compilation, whose seconds are reported beside
+(``warmup_s``; on the CPU, eager, every step is counted as measured). The peak is then a 8192 x 8192 product on the GPU in the dtype the models
+compute in (bfloat16 or float32).
 
 nanoGPT is not a dependency and none of its code is in this repository: pass a checkout
 (``git clone https://github.com/karpathy/nanoGPT``).
@@ -136,15 +148,39 @@ def parse_log(log: str, steps: int, eval_iters: tuple[int, ...] = (0,)) -> dict[
     return {"steps": steps, "seconds": round(seconds, 3), "median_step_s": round(median, 5)}
 
 
+def nanogpt_settings(
+    steps: int = 2000, device: str = "cpu", autocast: str | None = None, compile: bool = False
+) -> dict[str, str]:
+    """nanoGPT's command-line settings: its README's CPU ones, on ``device`` with our switches.
+
+    >>> s = nanogpt_settings(500, "cuda", "bfloat16", True)
+    >>> s["device"], s["dtype"], s["compile"], s["max_iters"], s["batch_size"]
+    ('cuda', 'bfloat16', 'True', '500', '12')
+    >>> nanogpt_settings()["dtype"]
+    'float32'
+    """
+    settings = dict(NANOGPT_SETTINGS, max_iters=str(steps), lr_decay_iters=str(steps))
+    settings.update(
+        eval_interval=str(steps), device=device, dtype=autocast or "float32", compile=str(compile)
+    )
+    return settings
+
+
 def run_nanogpt(
-    nanogpt: str | os.PathLike, data_dir: Path, out_dir: Path, threads: int, steps: int = 2000
+    nanogpt: str | os.PathLike,
+    data_dir: Path,
+    out_dir: Path,
+    threads: int,
+    steps: int = 2000,
+    device: str = "cpu",
+    autocast: str | None = None,
+    compile: bool = False,
 ) -> dict[str, Any]:
-    """Run nanoGPT's train.py (its README's CPU settings) on the exported corpus."""
+    """Run nanoGPT's train.py (its README's CPU settings, on ``device``) on the exported corpus."""
     nanogpt = Path(nanogpt)
     if not (nanogpt / "train.py").is_file():
         raise FileNotFoundError(f"{nanogpt} has no train.py; {HOW_TO_GET}")
-    settings = dict(NANOGPT_SETTINGS, max_iters=str(steps), lr_decay_iters=str(steps))
-    settings["eval_interval"] = str(steps)
+    settings = nanogpt_settings(steps, device, autocast, compile)
     args = [f"--{k}={v}" for k, v in settings.items()]
     # data_dir is os.path.join('data', dataset): an absolute dataset path is used as it is
     args += [f"--dataset={data_dir}", f"--out_dir={out_dir}"]
@@ -156,7 +192,26 @@ def run_nanogpt(
     if proc.returncode != 0:
         raise RuntimeError(f"nanoGPT's train.py failed:\n{proc.stderr[-2000:]}")
     timing = parse_log(proc.stdout, steps)
-    return {**timing, "wall_s": round(wall, 1), "command": " ".join(cmd[1:])}
+    first = _first_iter_s(proc.stdout)
+    return {
+        **timing,
+        "first_iter_s": first,
+        "wall_s": round(wall, 1),
+        "command": " ".join(cmd[1:]),
+    }
+
+
+def _first_iter_s(log: str) -> float | None:
+    """The time nanoGPT logged for iteration 0 (its evaluation and, compiled, its compilation).
+
+    >>> _first_iter_s("iter 0: loss 4.2, time 900.00ms, mfu -100.00%\\niter 1: loss 4.1, time 9ms")
+    0.9
+    """
+    for line in log.splitlines():
+        m = _ITER.match(line.strip())
+        if m and int(m.group(1)) == 0:
+            return float(m.group(3)) / 1000
+    return None
 
 
 def nanogpt_val_loss(
@@ -194,14 +249,23 @@ def flops_per_token(params_no_pos: int, n_layers: int, d_model: int, context_len
     return 6 * params_no_pos + 12 * n_layers * d_model * context_length
 
 
-def peak_flops(n: int = 2048, repeats: int = 3) -> float:
-    """The best float32 FLOP/s of an (n, n) @ (n, n) product with the current threads."""
-    a, b = torch.randn(n, n), torch.randn(n, n)
+def peak_flops(
+    n: int | None = None, repeats: int = 3, device: str = "cpu", dtype: str = "float32"
+) -> float:
+    """The best FLOP/s of an (n, n) @ (n, n) product: on the CPU with the current threads
+    (n = 2048), on a GPU in ``dtype`` (n = 8192), each product waited for."""
+    from course_lib.measure import synchronize
+
+    n = n or (2048 if device == "cpu" else 8192)
+    a = torch.randn(n, n, device=device, dtype=getattr(torch, dtype))
+    b = torch.randn(n, n, device=device, dtype=getattr(torch, dtype))
     a @ b  # warm-up
+    synchronize(device)
     best = float("inf")
     for _ in range(repeats):
         t0 = time.perf_counter()
         a @ b
+        synchronize(device)
         best = min(best, time.perf_counter() - t0)
     return 2 * n**3 / best
 
@@ -216,27 +280,45 @@ def train_to_target(
     seed: int,
     eval_every: int = 25,
     max_steps: int = 3000,
+    device: str = "cpu",
+    autocast: str | None = None,
 ) -> dict[str, Any]:
-    """Train ``recipe`` until the course's evaluator is at or below ``target``."""
-    from course_lib.gpt.model import GPT
-    from course_lib.gpt.train import Trainer
+    """Train ``recipe`` until the course's evaluator (float32) is at or below ``target``.
 
-    model = GPT(recipe.model_config(tok.vocab_size), seed=seed)
-    t = Trainer(model, recipe, train_ids, val_ids, seed=seed)
+    On a GPU or with ``recipe.compile`` the first step, which holds the start-up or the
+    compilation, counts at the median step time (``warmup_s`` says what it cost beyond that)."""
+    from course_lib.gpt.model import GPT
+    from course_lib.gpt.train import Trainer, validation_loss
+
+    model = GPT(recipe.model_config(tok.vocab_size), seed=seed).to(device)
+    t = Trainer(model, recipe, train_ids, val_ids, seed=seed, autocast=autocast)
     val = float("inf")
+    times: list[float] = []
     while t.step_count < max_steps:
         for _ in range(eval_every):
+            before = t.seconds
             t.step()
-        val = t.evaluate()
+            times.append(t.seconds - before)
+        model.eval()
+        val = validation_loss(
+            lambda x: model(x).float(), val_ids, recipe.context_length, t.device
+        )  # float32 whatever the training's autocast: the target was measured so
         if val <= target:
             break
+    warmup_s = 0.0
+    if (recipe.compile or t.device.type != "cpu") and len(times) > 1:
+        median = statistics.median(times[1:])
+        warmup_s = times[0] - median
+        times[0] = median
+    seconds = sum(times)
     return {
         "seed": seed,
         "steps": t.step_count,
-        "seconds": round(t.seconds, 3),
+        "seconds": round(seconds, 3),
+        "warmup_s": round(warmup_s, 2),
         "val_loss": round(val, 4),
         "reached": val <= target,
-        "tokens_per_s": round(t.tokens / t.seconds, 1),
+        "tokens_per_s": round(t.tokens / seconds, 1),
         "params_no_pos": sum(p.numel() for n, p in model.named_parameters() if n != "pos_emb"),
     }
 
@@ -274,9 +356,15 @@ def table(result: dict[str, Any]) -> list[dict[str, Any]]:
     """
     peak = result["peak_flops"]
     ng = result["nanogpt"]
+    where = result.get("device", "cpu")
+    label = "README CPU" if where == "cpu" else f"README, {where}"
+    if result.get("autocast"):
+        label += f", {result['autocast']}"
+    if result.get("compile"):
+        label += ", compiled"
     rows = [
         {
-            "recipe": "nanoGPT (README CPU)",
+            "recipe": f"nanoGPT ({label})",
             "seeds": "-",
             "time_to_target_s": f"{ng['seconds']:.1f}",
             "steps": str(ng["steps"]),
@@ -297,8 +385,13 @@ def race_nanogpt(
     quick: bool = False,
     recipes: tuple[str, ...] = ("fast",),
     eval_every: int = 25,
+    device: str = "cpu",
+    autocast: str | None = None,
+    compile: bool = False,
 ) -> dict[str, Any]:
     """The whole benchmark (see the module's docstring); returns a JSON-ready result."""
+    import dataclasses
+
     from course_lib.gpt.config import RECIPES
     from course_lib.gpt.data import shakespeare_file
 
@@ -311,7 +404,7 @@ def race_nanogpt(
     with tempfile.TemporaryDirectory(prefix="nanogpt_race_") as tmp:
         data_dir, out_dir = Path(tmp) / "race_char", Path(tmp) / "out"
         corpus = export_corpus(text, data_dir)
-        ng = run_nanogpt(nanogpt, data_dir, out_dir, threads, steps)
+        ng = run_nanogpt(nanogpt, data_dir, out_dir, threads, steps, device, autocast, compile)
         ev = nanogpt_val_loss(nanogpt, out_dir / "ckpt.pt", corpus["val_ids"], 64)
     target = round(ev["val_loss"], 4)
     load_mid = os.getloadavg()
@@ -323,7 +416,7 @@ def race_nanogpt(
     )
     ours = {}
     for name in recipes:
-        recipe = RECIPES[name]
+        recipe = dataclasses.replace(RECIPES[name], compile=compile)
         runs = [
             train_to_target(
                 recipe,
@@ -334,6 +427,8 @@ def race_nanogpt(
                 s,
                 eval_every=5 if quick else eval_every,
                 max_steps=20 if quick else 3000,
+                device=device,
+                autocast=autocast,
             )
             for s in seeds
         ]
@@ -347,12 +442,17 @@ def race_nanogpt(
     result = {
         "target_val_loss": target,
         "threads": threads,
+        "device": device,
+        "device_name": torch.cuda.get_device_name() if device.startswith("cuda") else "cpu",
+        "autocast": autocast,
+        "compile": compile,
+        "torch": torch.__version__,
         "quick": quick,
         "eval_every": eval_every,
         "load_average_before": [round(x, 2) for x in load_before],
         "load_average_after_nanogpt": [round(x, 2) for x in load_mid],
         "load_average_after": [round(x, 2) for x in os.getloadavg()],
-        "peak_flops": peak_flops(),
+        "peak_flops": peak_flops(device=device, dtype=autocast or "float32"),
         "nanogpt": ng,
         "ours": ours,
         "flops_formula": "6 N + 12 n_layers d L, N = parameters without the position table",
@@ -388,6 +488,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--eval-every", type=int, default=25, help="steps between our evaluations")
     parser.add_argument("--out", default=None, help="write the result as JSON here")
     parser.add_argument("--quick", action="store_true", help="a 20-step smoke test")
+    parser.add_argument("--device", default="cpu", help="cpu or cuda: where both sides train")
+    parser.add_argument(
+        "--autocast", choices=["bfloat16"], default=None, help="both sides' mixed precision"
+    )
+    parser.add_argument("--compile", action="store_true", help="torch.compile on both sides")
     args = parser.parse_args(argv)
     if not args.nanogpt:
         print(f"nanogpt_race: {HOW_TO_GET}", file=sys.stderr)
@@ -399,6 +504,9 @@ def main(argv: list[str] | None = None) -> int:
         args.quick,
         tuple(args.recipes),
         args.eval_every,
+        args.device,
+        args.autocast,
+        args.compile,
     )
     result["command"] = "python -m benchmarks.nanogpt_race " + " ".join(
         sys.argv[1:] if argv is None else argv

@@ -336,6 +336,57 @@ def test_nanogpt_checkpoint_is_measured_by_our_evaluator(tmp_path):
     assert out["iter_num"] == 7 and out["params_no_pos"] == 3
 
 
+def test_train_to_target_counts_every_eager_cpu_step_and_evaluates_in_float32():
+    from benchmarks.nanogpt_race import train_to_target
+    from course_lib.gpt.train import make_tokenizer
+
+    text = "to be or not to be, that is the question. " * 40
+    tok = make_tokenizer("char", text)
+    ids = torch.tensor(tok.encode(text))
+    tiny = {"n_layers": 1, "d_model": 16, "batch_size": 2, "context_length": 8}
+    recipe = dataclasses.replace(RECIPES["fast"], **tiny)
+    out = train_to_target(recipe, tok, ids[:1500], ids[1500:], 100.0, 0, eval_every=3)
+    assert out["reached"] and out["steps"] == 3 and out["warmup_s"] == 0.0
+    # tokens over the counted seconds (which the result rounds to milliseconds)
+    assert out["tokens_per_s"] * out["seconds"] == pytest.approx(3 * 2 * 8, rel=0.1)
+    half = train_to_target(recipe, tok, ids[:1500], ids[1500:], 100.0, 0, 3, autocast="bfloat16")
+    assert half["val_loss"] == pytest.approx(out["val_loss"], abs=0.05)  # a float32 evaluation
+
+
+@pytest.mark.slow  # torch.compile builds C++ kernels on the CPU
+def test_train_to_target_counts_the_compiled_first_step_at_the_median():
+    from benchmarks.nanogpt_race import train_to_target
+    from course_lib.gpt.train import compiler_missing, make_tokenizer
+
+    if compiler_missing() is not None:
+        pytest.skip(compiler_missing())
+    text = "to be or not to be, that is the question. " * 40
+    tok = make_tokenizer("char", text)
+    ids = torch.tensor(tok.encode(text))
+    tiny = {"n_layers": 1, "d_model": 16, "batch_size": 2, "context_length": 8, "compile": True}
+    recipe = dataclasses.replace(RECIPES["modern"], **tiny)
+    out = train_to_target(recipe, tok, ids[:1500], ids[1500:], 100.0, 0, eval_every=4)
+    assert out["warmup_s"] > 0.05  # the compilation, taken out of the race's time
+    assert out["seconds"] < out["warmup_s"]
+
+
+def test_nanogpt_runs_on_the_device_and_in_the_dtype_asked_for():
+    from benchmarks.nanogpt_race import main, nanogpt_settings, table
+
+    gpu = nanogpt_settings(100, "cuda", "bfloat16", True)
+    assert (gpu["device"], gpu["dtype"], gpu["compile"]) == ("cuda", "bfloat16", "True")
+    assert gpu["lr_decay_iters"] == gpu["max_iters"] == gpu["eval_interval"] == "100"
+    assert nanogpt_settings()["device"] == "cpu" and nanogpt_settings()["compile"] == "False"
+    result = {
+        "peak_flops": 1e12, "device": "cuda", "autocast": "bfloat16", "compile": True,
+        "nanogpt": {"seconds": 9.0, "steps": 2000, "tokens_per_s": 1e5, "flops_per_token": 1e6},
+        "ours": {},
+    }  # fmt: skip
+    assert table(result)[0]["recipe"] == "nanoGPT (README, cuda, bfloat16, compiled)"
+    with pytest.raises(SystemExit):
+        main(["--nanogpt", "x", "--autocast", "float16"])  # bfloat16 only: no loss scaling
+
+
 def test_without_a_checkout_the_benchmark_says_how_to_get_one(capsys, monkeypatch):
     from benchmarks import nanogpt_race
 
