@@ -1305,6 +1305,42 @@ assert speed_up["fast"] > 1
 # decay length was chosen on it (above).
 
 # %% [markdown]
+# **On a GPU.** The benchmark also runs on CUDA (`--device cuda --autocast bfloat16`, and
+# `--compile` for `torch.compile`): both sides train on the GPU in bfloat16 mixed precision,
+# and the finish line is still nanoGPT's checkpoint measured in float32. The course was lent
+# one NVIDIA H200 for a single session; this is what it measured there (`data/gpt/
+# nanogpt_race_cuda.json`, made by `benchmarks/cuda_check.sh`; the peak is a large bfloat16
+# matrix product on the same GPU):
+
+# %%
+gpu = json.loads(data_path("gpt", "nanogpt_race_cuda.json").read_text())
+for mode in ("eager", "compiled"):
+    run = gpu[mode]
+    peak = run["peak_flops"] / 1e12  # TFLOP/s
+    print(f"{mode}: target {run['target_val_loss']:.4f}, peak {peak:.0f} TFLOP/s")
+    for row in run["table"]:
+        name = row["recipe"].split(" (")[0]
+        print(
+            f"  {name:9} {row['time_to_target_s']:>11} s {row['steps']:>9} steps "
+            f"{row['tokens_per_s']:>8,} tokens/s  MFU {row['mfu_percent']:.2f}%  "
+            f"{row['speed_up']:.2f}x"
+        )
+
+# %% [markdown]
+# `fast` is again first to nanoGPT's loss, about three times sooner eager and four times
+# compiled (an earlier run on another H200 gave 3.1 and 4.7: these are two seeds on one machine
+# each; `benchmarks/nanogpt_race.md`). Now read the utilisation: below a tenth of a percent. One step of this model is about
+# 4 GFLOP ($5.2$ million FLOPs per token times 768 tokens), five microseconds of this GPU's
+# arithmetic, yet each step takes 6 to 14 milliseconds. The time goes to Python and to
+# launching a few hundred kernels that each have almost nothing to do. So on the GPU the race
+# measures overhead, and our steps, which launch more kernels than nanoGPT's (separate
+# projections, RoPE's rotations, Muon's iterations), cost more here than nanoGPT's (about
+# 10 ms for `baseline` against its 6.4) although on the CPU they were within 15%. Compiling
+# fuses kernels and helps both sides. A GPU pays only when each kernel has work: a wider
+# model and batches of many more tokens per step, as the speed-run's GPT-2 runs use, with
+# hundreds of thousands of tokens in each.
+
+# %% [markdown]
 # ## Exercises
 #
 # Seven exercises: three implementations of the chapter's signature algorithms (a checker
