@@ -33,8 +33,8 @@ evaluations for the race are float32 too, so a bfloat16 forward cannot move the 
 On a GPU, or with ``--compile``, the course's first step counts at its median step time, as
 nanoGPT's first iteration always does (for its evaluation): it holds CUDA's lazy start-up
 (library handles, first kernel loads) and any compilation, whose seconds are reported beside
-(``warmup_s``; on the CPU, eager, every step is counted as measured). The peak is then a 8192 x 8192 product on the GPU in the dtype the models
-compute in (bfloat16 or float32).
+(``warmup_s``; on the CPU, eager, every step is counted as measured). The peak is then an
+8192 x 8192 product on the GPU in the dtype the models compute in (bfloat16 or float32).
 
 nanoGPT is not a dependency and none of its code is in this repository: pass a checkout
 (``git clone https://github.com/karpathy/nanoGPT``).
@@ -192,10 +192,9 @@ def run_nanogpt(
     if proc.returncode != 0:
         raise RuntimeError(f"nanoGPT's train.py failed:\n{proc.stderr[-2000:]}")
     timing = parse_log(proc.stdout, steps)
-    first = _first_iter_s(proc.stdout)
     return {
         **timing,
-        "first_iter_s": first,
+        "first_iter_s": _first_iter_s(proc.stdout),
         "wall_s": round(wall, 1),
         "command": " ".join(cmd[1:]),
     }
