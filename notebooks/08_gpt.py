@@ -55,7 +55,7 @@ if "google.colab" in sys.modules or os.environ.get("COURSE_COLAB") == "1":
 #
 # **Assumes**: chapters 2 (softmax, sampling), 4 (causal attention), 5 (the block and the
 # decoder-only model), 6 (positions) and 7 (tokenisers); PyTorch's autograd and optimisers.
-# **Core path**: about 60 minutes; the optional sections add about 44 minutes, their optional
+# **Core path**: about 60 minutes; the optional sections add about 46 minutes, their optional
 # subsections (8.4.1, 8.7.1, 8.9.1) another 18, and the exercises about 65 (the three
 # implementation exercises, the chapter's signature algorithms, take most of it).
 #
@@ -1085,7 +1085,7 @@ plt.show()
 # machine and at *your* size.
 
 # %% [markdown]
-# ## 8.11 The speed-run's ideas, measured here (optional, 18 min)
+# ## 8.11 The speed-run's ideas, measured here (optional, 20 min)
 #
 # Since 2024 a public "speed-run" trains GPT-2 small on FineWeb to a fixed validation loss as
 # fast as possible on 8 GPUs (modded-nanogpt {cite}`jordan2024moddednanogpt`); its record fell
@@ -1328,17 +1328,18 @@ for mode in ("eager", "compiled"):
 
 # %% [markdown]
 # `fast` is again first to nanoGPT's loss, about three times sooner eager and four times
-# compiled (an earlier run on another H200 gave 3.1 and 4.7: these are two seeds on one machine
-# each; `benchmarks/nanogpt_race.md`). Now read the utilisation: below a tenth of a percent. One step of this model is about
-# 4 GFLOP ($5.2$ million FLOPs per token times 768 tokens), five microseconds of this GPU's
-# arithmetic, yet each step takes 6 to 14 milliseconds. The time goes to Python and to
-# launching a few hundred kernels that each have almost nothing to do. So on the GPU the race
-# measures overhead, and our steps, which launch more kernels than nanoGPT's (separate
-# projections, RoPE's rotations, Muon's iterations), cost more here than nanoGPT's (about
-# 10 ms for `baseline` against its 6.4) although on the CPU they were within 15%. Compiling
-# fuses kernels and helps both sides. A GPU pays only when each kernel has work: a wider
-# model and batches of many more tokens per step, as the speed-run's GPT-2 runs use, with
-# hundreds of thousands of tokens in each.
+# compiled (an earlier run on another H200 gave 3.1 and 4.7; two seeds on one machine each,
+# `benchmarks/nanogpt_race.md`). Now read the utilisation: below a tenth of a percent. One step
+# of this model is about 4 GFLOP ($5.2$ million FLOPs per token times 768 tokens), five
+# microseconds of this GPU's arithmetic, yet each step takes 6 to 14 milliseconds. The
+# arithmetic cannot be where the time goes; what is left is Python and the launch of a few
+# hundred kernels that each have almost nothing to do (we did not profile it there). That
+# would also explain why our steps cost more than nanoGPT's here (768 tokens a step: about
+# 10 ms for `baseline` against nanoGPT's 6.6): ours launch more kernels (separate projections,
+# RoPE's rotations, and Muon's iterations in `fast`). Compiling fuses kernels and helps both
+# sides. A GPU pays only when each kernel has work: a wider model and
+# batches of many more tokens per step, as in the speed-run's GPT-2 runs, with hundreds of
+# thousands of tokens in each.
 
 # %% [markdown]
 # ## Exercises
