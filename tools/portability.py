@@ -34,7 +34,6 @@ import argparse
 import configparser
 import difflib
 import json
-import os
 import re
 import subprocess
 import sys
@@ -172,7 +171,7 @@ def execute(notebook: Path, path: str, workdir: Path, timeout: int = 900) -> Pat
     import nbformat
     from nbclient import NotebookClient
 
-    from tools.execute_notebooks import KERNEL_ENV
+    from tools.execute_notebooks import kernel_env
 
     nb = nbformat.read(notebook, as_version=4)
     cells = code_cells(nb)
@@ -186,8 +185,7 @@ def execute(notebook: Path, path: str, workdir: Path, timeout: int = 900) -> Pat
     run_nb.cells.append(nbformat.v4.new_code_cell(finish, id=FINISH_ID))
     records = workdir / f"{path}.records.jsonl"
     records.unlink(missing_ok=True)
-    env = code_paths.apply({**os.environ, **KERNEL_ENV}, path)
-    env |= {
+    env = kernel_env(path) | {
         "COURSE_PORTABILITY_RECORD": str(records),
         "COURSE_PORTABILITY_CELLS": json.dumps({f"c{c.number}": c.number for c in cells}),
         "COURSE_PORTABILITY_ORDER": json.dumps([c.number for c in cells if c.source.strip()]),
