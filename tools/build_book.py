@@ -406,11 +406,22 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     print(f"built {_rel(HTML / 'index.html')} in {seconds:.0f} s (offline, strict={args.strict})")
     if args.pdf:
-        from tools.pdf import build_pdf
-
-        out, pages, pdf_seconds = build_pdf(HTML)
-        print(f"built {_rel(out)}: {pages} pages in {pdf_seconds:.0f} s")
+        print_pdf()
     return 0
+
+
+def print_pdf(html: Path = HTML) -> Path | None:
+    """course.pdf from the built site (tools/pdf.py); where there is no browser to print it
+    with, one line saying how to get one (the website stays built), and None."""
+    from tools.pdf import PdfUnavailable, build_pdf
+
+    try:
+        out, pages, seconds = build_pdf(html)
+    except PdfUnavailable as exc:
+        print(f"note: the website is built, course.pdf is not: {exc}")
+        return None
+    print(f"built {_rel(out)}: {pages} pages in {seconds:.0f} s")
+    return out
 
 
 if __name__ == "__main__":

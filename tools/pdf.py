@@ -25,6 +25,33 @@ ROOT = Path(__file__).resolve().parent.parent
 HTML = ROOT / "book" / "_build" / "html"
 PDF_NAME = "course.pdf"
 SKIP = ("book/lecturers/", "book/quizzes/", "book/status")
+#: how to get the browser that prints the PDF (one line)
+BROWSER_HINT = (
+    "install Chromium (Debian/Ubuntu, as root: `apt-get install chromium`; elsewhere "
+    "`python -m playwright install chromium`) or set CHROMIUM=/path/to/chrome"
+)
+
+
+class PdfUnavailable(RuntimeError):
+    """No browser to print with: the message says, in one line, what is missing and how to get
+    it (./course book then builds the website without the PDF)."""
+
+
+def launch_browser(p):
+    """The Chromium :func:`course_lib.doctor.find_chromium` finds, started headless by
+    Playwright ``p``; :class:`PdfUnavailable` where there is none or it does not start."""
+    from course_lib.doctor import find_chromium
+
+    path = find_chromium()
+    if path is None:
+        raise PdfUnavailable(f"no Chromium to print course.pdf with: {BROWSER_HINT}")
+    try:
+        return p.chromium.launch(
+            executable_path=path, args=["--headless", "--no-sandbox", "--disable-gpu"]
+        )
+    except Exception as exc:  # playwright's Error: a missing or broken executable
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise PdfUnavailable(f"Chromium ({path}) did not start ({first}): {BROWSER_HINT}") from exc
 
 
 def pages_in_order(toc_file: Path = ROOT / "book" / "_toc.yml") -> list[str]:
@@ -64,6 +91,8 @@ def build_pdf(html_dir: Path = HTML, out: Path | None = None) -> tuple[Path, int
 
     from course_lib.doctor import find_chromium
 
+    if find_chromium() is None:  # say so before anything else
+        raise PdfUnavailable(f"no Chromium to print course.pdf with: {BROWSER_HINT}")
     start = time.perf_counter()
     out = out or html_dir / PDF_NAME
     missing = [p for p in pages_in_order() if not (html_dir / f"{p}.html").is_file()]
@@ -71,14 +100,7 @@ def build_pdf(html_dir: Path = HTML, out: Path | None = None) -> tuple[Path, int
         raise SystemExit(f"error: build the website first (./course book): missing {missing[:3]}")
     writer = PdfWriter()
     with tempfile.TemporaryDirectory() as tmp, sync_playwright() as p:
-        path = find_chromium()
-        browser = (
-            p.chromium.launch(
-                executable_path=path, args=["--headless", "--no-sandbox", "--disable-gpu"]
-            )
-            if path
-            else p.chromium.launch()
-        )
+        browser = launch_browser(p)
         page = browser.new_page()
         # no request leaves the machine: the site is self-contained
         page.route(
@@ -120,7 +142,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--html", type=Path, default=HTML, help="the built website")
     parser.add_argument("--out", type=Path, help=f"the PDF (default: HTML/{PDF_NAME})")
     args = parser.parse_args(argv)
-    out, pages, seconds = build_pdf(args.html, args.out)
+    try:
+        out, pages, seconds = build_pdf(args.html, args.out)
+    except PdfUnavailable as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
     print(f"wrote {out} ({pages} pages, {out.stat().st_size / 2**20:.1f} MiB) in {seconds:.0f} s")
     return 0
 

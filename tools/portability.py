@@ -31,6 +31,7 @@ the alternate path.
 from __future__ import annotations
 
 import argparse
+import atexit
 import configparser
 import difflib
 import json
@@ -201,6 +202,7 @@ def execute(notebook: Path, path: str, workdir: Path, timeout: int = 900) -> Pat
     try:
         client.execute(env=env)
     except Exception as exc:  # a time-out or a dead kernel: report it, compare what ran
+        atexit.unregister(client._cleanup_kernel)  # nbclient's hook fails where none started
         error = f"{type(exc).__name__}: {str(exc)[-1500:]}"
     seconds = time.perf_counter() - start
     outputs = {c.number: run_nb.cells[i + 1].get("outputs", []) for i, c in enumerate(cells)}
