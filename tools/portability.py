@@ -362,7 +362,8 @@ def compared_only(found: list[Edge], runs: list[Run], cells: list[Cell]) -> list
             continue
         for run, printed in zip(runs, edge.texts, strict=True):
             text = text_of(run.outputs.get(edge.cell, {}))
-            line = next((ln for ln in text.splitlines() if printed.strip() in ln), "")
+            token = re.compile(rf"(?<![\d.]){re.escape(printed.strip())}(?!\d)")
+            line = next((ln for ln in text.splitlines() if token.search(ln)), "")
             if line:
                 edge.line = line
                 kept.append(edge)
