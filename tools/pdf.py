@@ -70,10 +70,71 @@ def pages_in_order(toc_file: Path = ROOT / "book" / "_toc.yml") -> list[str]:
     return [f for f in files if not f.startswith(SKIP)]
 
 
-# Solutions are left out of the print (the theme would print a folded dropdown open).
-PRINT_CSS = (
-    "@media print { .solution.admonition, .cell.tag_solution { display: none !important; } }"
+# Solutions are left out of the print (the theme would print a folded dropdown open). Code and
+# text outputs wrap at the page's edge instead of running off it (a long line continues on the
+# next one, broken at a space where there is one), and no box keeps a scroll bar in print.
+PRINT_CSS = """
+@media print {
+  .solution.admonition, .cell.tag_solution { display: none !important; }
+  pre, pre code, code, kbd, samp, .highlight pre, .output pre, .cell_output pre {
+    white-space: pre-wrap !important;
+    overflow-wrap: anywhere !important;
+    word-break: normal !important;
+  }
+  pre, .highlight, div.highlight, .cell_input, .cell_output, .output, .output_area,
+  .table-wrapper, .pst-scrollable-table-container, .bd-article-container, .docutils.container {
+    overflow: visible !important;
+    max-width: 100% !important;
+  }
+  img, svg, video, canvas { max-width: 100% !important; height: auto; }
+}
+"""
+#: the printable width of an A4 page less the side margins (14 mm each), in CSS pixels: the
+#: viewport the pages are laid out in before printing, so that what overflows can be measured
+PRINT_WIDTH = round((210 - 2 * 14) / 25.4 * 96)
+
+#: A font for every glyph the pages use that the system's fonts may lack (the checkers' ✅ and
+#: ❌, arrows, dingbats, chapter 7's Chinese and Korean): Noto Sans Symbols 2, Noto Emoji, Noto
+#: Sans SC and KR
+#: (OFL-1.1), from their pinned npm
+#: packages, served with the site (tools/build_book.py, ``_vendor/fonts``) and added last to
+#: every element's font list, so they are used only for what the page's own fonts lack.
+FALLBACK_FONTS = ('"Noto Sans Symbols 2"', '"Noto Emoji"', '"Noto Sans SC"', '"Noto Sans KR"')
+FONT_CSS = tuple(
+    f"fonts/{name}/400.css"
+    for name in ("noto-sans-symbols-2", "noto-emoji", "noto-sans-sc", "noto-sans-kr")
 )
+
+#: In the print layout: every element's font list ends with the fallback fonts; whatever still
+#: overflows its box (a wide table, display math, a widget) is shrunk to fit; returns how many.
+FIT_FOR_PRINT = """(fallback) => {
+  for (const el of document.querySelectorAll('body, body *')) {
+    const family = getComputedStyle(el).fontFamily;
+    if (family && !family.includes(fallback[0])) {
+      el.style.fontFamily = family + ', ' + fallback.join(', ');
+    }
+  }
+  const limit = document.documentElement.clientWidth;
+  let shrunk = 0;
+  for (const el of document.querySelectorAll('body *')) {
+    if (el.closest('[data-course-shrunk]')) continue;
+    const style = getComputedStyle(el);
+    const rect = el.getBoundingClientRect();
+    if (rect.width === 0 || style.position === 'fixed') continue;
+    const clips = style.overflowX !== 'visible' && el.scrollWidth > el.clientWidth + 1;
+    const offPage = rect.right > limit + 1 && rect.left < limit;
+    if (!clips && !offPage) continue;
+    const room = clips ? el.clientWidth : Math.max(limit - rect.left, 1);
+    const need = clips ? el.scrollWidth : rect.width;
+    const scale = Math.max(0.3, room / need);
+    if (scale < 0.999) {
+      el.style.zoom = scale;
+      el.setAttribute('data-course-shrunk', scale.toFixed(2));
+      shrunk += 1;
+    }
+  }
+  return shrunk;
+}"""
 
 WAIT_FOR_PAGE = """async () => {
   if (window.MathJax && MathJax.startup && MathJax.startup.promise) {
@@ -84,8 +145,11 @@ WAIT_FOR_PAGE = """async () => {
 }"""
 
 
-def build_pdf(html_dir: Path = HTML, out: Path | None = None) -> tuple[Path, int, float]:
-    """Print every page and join them; return (the PDF, its page count, seconds taken)."""
+def build_pdf(
+    html_dir: Path = HTML, out: Path | None = None, only: list[str] | None = None
+) -> tuple[Path, int, float]:
+    """Print every page (or those of ``only``) and join them; return (the PDF, its page count,
+    seconds taken)."""
     from playwright.sync_api import sync_playwright
     from pypdf import PdfReader, PdfWriter
 
@@ -101,13 +165,14 @@ def build_pdf(html_dir: Path = HTML, out: Path | None = None) -> tuple[Path, int
     writer = PdfWriter()
     with tempfile.TemporaryDirectory() as tmp, sync_playwright() as p:
         browser = launch_browser(p)
-        page = browser.new_page()
+        page = browser.new_page(viewport={"width": PRINT_WIDTH, "height": 1100})
+        fonts = [html_dir / "_vendor" / f for f in FONT_CSS]
         # no request leaves the machine: the site is self-contained
         page.route(
             "**/*",
             lambda r: r.continue_() if r.request.url.startswith(("file:", "data:")) else r.abort(),
         )
-        for i, name in enumerate(pages_in_order()):
+        for i, name in enumerate(only or pages_in_order()):
             page.goto((html_dir / f"{name}.html").as_uri(), wait_until="load", timeout=120_000)
             errors = page.evaluate(WAIT_FOR_PAGE)
             if errors:
@@ -115,7 +180,12 @@ def build_pdf(html_dir: Path = HTML, out: Path | None = None) -> tuple[Path, int
             title = page.title().split("—")[0].split(" | ")[0].strip()
             part = Path(tmp) / f"{i:02d}.pdf"
             page.add_style_tag(content=PRINT_CSS)
+            for css in fonts:
+                if css.is_file():
+                    page.add_style_tag(url=css.as_uri())
             page.emulate_media(media="print")
+            page.evaluate(FIT_FOR_PRINT, list(FALLBACK_FONTS))
+            page.evaluate("document.fonts.ready.then(() => true)")
             page.pdf(
                 path=str(part),
                 format="A4",
@@ -141,9 +211,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--html", type=Path, default=HTML, help="the built website")
     parser.add_argument("--out", type=Path, help=f"the PDF (default: HTML/{PDF_NAME})")
+    parser.add_argument("--page", action="append", help="only this page (e.g. notebooks/07_bpe)")
     args = parser.parse_args(argv)
     try:
-        out, pages, seconds = build_pdf(args.html, args.out)
+        out, pages, seconds = build_pdf(args.html, args.out, args.page)
     except PdfUnavailable as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
