@@ -31,9 +31,10 @@ import torch.nn.functional as F
 from course_lib.attention.accelerated import scaled_dot_product_attention
 from course_lib.attention.flops import attention_flops, crossover_length, ffn_flops
 from course_lib.checks import check_int
-from course_lib.measure import peak_tensor_memory, timed
+from course_lib.measure import STEADY, peak_tensor_memory, steady, timed
 
 __all__ = [
+    "STEADY",
     "attention_flops",
     "crossover_length",
     "ffn_flops",
@@ -115,8 +116,6 @@ def measure_attention(
     return rows
 
 
-#: A best time counts as data only if the second-best time is within this factor of it.
-STEADY = 1.25
 
 
 def interleaved_times(
@@ -139,12 +138,3 @@ def interleaved_times(
             step()
             times[name].append(timed(step, device=device).wall)
     return {name: sorted(t) for name, t in times.items()}
-
-
-def steady(row: dict[str, Any]) -> bool:
-    """Whether a measured row's best time was reproduced (second best within ``STEADY``).
-
-    >>> steady({"seconds": 1.0, "spread": 1.1}), steady({"seconds": 1.0, "spread": 3.0})
-    (True, False)
-    """
-    return "seconds" in row and row.get("spread", 1.0) <= STEADY
