@@ -107,7 +107,8 @@ use_style()
 # %% [markdown]
 # Everything here lives in `course_lib.text_metrics`: plain Python, because counting words
 # involves no array maths to mirror in NumPy and PyTorch. `check` holds the exercise checkers.
-#
+
+# %% [markdown]
 # ## 3.1 Tokens and n-grams (core, 4 min)
 #
 # The notes treat a sentence as a string $y = y_1 \dots y_K$ of symbols. In practice the
@@ -164,24 +165,18 @@ print(count_ngrams(y, 1).most_common(2))
 #
 # $$C(s, y) = \left|\{\, i \mid 1 \le i \le K - M + 1,\; y_i \dots y_{i+M-1} = s \,\}\right|.$$
 #
-# (We keep the notes' letters. $K$ is the length of the sentence $y$ and $M$ the length of the
-# string $s$ here; from eq. (7) on, the notes reuse $M$ for the number of candidates in a
-# corpus.)
+# (The notes' letters: $K$ is the length of $y$, $M$ that of $s$; from eq. (7) on, $M$ counts
+# the candidates of a corpus.)
 
 # %%
 M = 2
 print("window lengths of the literal eq. (6):", {len(y[i : i + M + 1]) for i in range(len(y) - M)})
-y2 = "the cat sat on the cat".split()
-s = ["the", "cat"]
-print(
-    "correct bound:", substring_count(s, y2), "   printed bound:", substring_count_as_printed(s, y2)
-)
-print(
-    "'mat' in y:   ",
-    substring_count(["mat"], y),
-    "   printed bound:",
-    substring_count_as_printed(["mat"], y),
-)
+y2, s = "the cat sat on the cat".split(), ["the", "cat"]
+for needle, text in ((s, y2), (["mat"], y)):
+    right, printed = substring_count(needle, text), substring_count_as_printed(needle, text)
+    print(
+        f"{' '.join(needle)!r:9} in {' '.join(text)!r}: {right}, with the printed bound {printed}"
+    )
 assert substring_count(s, y2) == 2 and substring_count_as_printed(s, y2) == 1
 assert substring_count(["mat"], y) == 1 and substring_count_as_printed(["mat"], y) == 0
 
@@ -191,7 +186,8 @@ assert substring_count(["mat"], y) == 1 and substring_count_as_printed(["mat"], 
 # would drop every candidate's last n-gram from both the numerator and the denominator of the
 # precision, and a one-word candidate would have no unigram at all. Everything below uses the
 # correct bound, which is also what every BLEU implementation counts.
-#
+
+# %% [markdown]
 # ## 3.3 Modified n-gram precision: clipping (core, 7 min)
 #
 # A first idea for scoring a candidate: the fraction of its n-grams that appear in some
@@ -378,7 +374,8 @@ for w in [(0.5, 0.5), (0.4, 0.3, 0.2, 0.1)]:
 # weight has $p_n = 0$, then $\ln p_n = -\infty$ and BLEU is 0, whatever the other precisions.
 # Section 3.11 returns to this, because for single sentences it is the rule, not the
 # exception.
-#
+
+# %% [markdown]
 # ## 3.6 ROUGE-n, and why its definitions differ (core, 6 min)
 #
 # BLEU asks how much of the candidate is supported by the references (precision). ROUGE, made
@@ -441,7 +438,8 @@ print("rouge-score:", multi)
 # test suite checks every variant against an independent computation and against
 # `rouge-score` on the whole data set. When you read "ROUGE-2 = 0.4" in a paper, the variant
 # (and the tokenizer, and whether stemming was on) is part of the number.
-#
+
+# %% [markdown]
 # ## 3.7 ROUGE-L and chrF: word order, and parts of words (optional, 5 min)
 #
 # The notes stop at ROUGE-n, but two more scores are reported beside BLEU and ROUGE-n in almost
@@ -485,7 +483,8 @@ assert (
 # "cats" earns most of the credit of "cat"; "dog" earns none. Both scores agree with the
 # implementations the field uses, `rouge-score` (ROUGE-L, ROUGE-Lsum) and `sacrebleu` (chrF,
 # chrF++), to $10^{-9}$ (the appendix, "How this chapter is tested", shows the check).
-#
+
+# %% [markdown]
 # ## 3.8 An evaluation set made for this chapter (core, 4 min)
 #
 # To see the metrics at work we need candidates of known quality. `data/translation_eval`
@@ -584,8 +583,8 @@ plt.show()
 #
 # **Are the gaps real?** The ladder rests on one draw of corruptions over 50 sentences. Koehn's
 # **paired bootstrap** {cite}`koehn2004statistical` resamples the 50 sentences with replacement
-# 1,000 times, scores both systems on each resample (corpus BLEU is a sum of per-sentence
-# counts) and reports the middle 95% of the differences:
+# 1,000 times, scores both systems on each resample and reports the middle 95% of the
+# differences:
 
 # %%
 one_edit = {"reference 1": [refs[0] for refs in R], "paraphrased": data.paraphrased}
@@ -843,7 +842,8 @@ bleu_explorer("the the cat sat on on the mat", ["the cat sat on the mat", "a cat
 # %% [markdown]
 # Things to try: delete words from the end and watch BP fall once $c < r$; repeat a word and
 # watch it turn orange; switch the tokenizer to `none` and add a period to one side only.
-#
+
+# %% [markdown]
 # ## 3.14 What the notes get wrong, and what they leave open (optional, 3 min)
 #
 # - **Eq. (6), the substring count**, is off by one twice: the window $y_i \dots y_{i+M}$ has
@@ -1141,7 +1141,8 @@ for a, b in (("paraphrased", "negated"), ("good", "fair")):
 # - Perplexity, the exponential of a model's mean cross-entropy per token, scores a language
 #   model on held-out text; it sees word order but not truth. Learned metrics (BERTScore, BLEURT,
 #   COMET) agree with experts better than BLEU; direct assessment and MQM are how people judge.
-#
+
+# %% [markdown]
 # ## References
 #
 # - G. Strabel, *Transformers*, lecture notes, 2023, section 1.3 {cite}`strabel2023transformers`.
@@ -1177,7 +1178,8 @@ for a, b in (("paraphrased", "negated"), ("good", "fair")):
 #   context", TACL 2021 {cite}`freitag2021experts`.
 #
 # The full bibliography of the course is on the [References](../book/references.md) page.
-#
+
+# %% [markdown]
 # ## How this chapter is tested
 #
 # `tests/test_text_metrics.py` and `tests/test_text_metrics_lcs_chrf.py` check every metric
