@@ -614,7 +614,8 @@ check.layer_flops(linear_flops, require=True)
 
 # %%
 prediction = None  # your prediction here, e.g. (1, 2, 3)
-check_prediction(prediction, (np.ones((4, 1, 5, 3)) @ np.ones((2, 3, 6))).shape, what="the shape")
+shape = (np.ones((4, 1, 5, 3)) @ np.ones((2, 3, 6))).shape
+check_prediction(prediction, shape, what="the shape", explanation=check.WHY_SHAPE)
 
 # %% [markdown] tags=["solution"]
 # ```{solution-start} ex-matmul-predict

@@ -47,7 +47,8 @@ if "google.colab" in sys.modules or os.environ.get("COURSE_COLAB") == "1":
 # - build causal and padding masks and apply them correctly (to the logits, before the
 #   softmax);
 # - write a multi-head attention module (project, split heads, attend, merge, project) and say
-#   why two heads can do what one head cannot;
+#   why two heads can do what one head cannot, and what multi-query and grouped-query attention
+#   share between heads;
 # - say how attention's time and memory grow with the sequence length, and when the
 #   feed-forward network costs more.
 #
@@ -1188,7 +1189,13 @@ gen_p = np.random.default_rng(3)
 keys = gen_p.standard_normal((3, 64))  # (L_k, d_k)
 w_first = ref.attention_weights(keys[0][None, :], keys)[0, 0]  # query = key 0
 prediction = None  # your prediction here
-check_prediction(prediction, round(float(w_first), 2), what="the weight on key 0", rtol=0.05)
+check_prediction(
+    prediction,
+    round(float(w_first), 2),
+    what="the weight on key 0",
+    rtol=0.05,
+    explanation=check.WHY_QUERY_IS_KEY,
+)
 
 # %% [markdown] tags=["solution"]
 # ```{solution-start} ex-attention-predict
@@ -1219,7 +1226,13 @@ gen_v = np.random.default_rng(5)
 qs_v, ks_v = 2 * gen_v.standard_normal((2, 100_000, 64))  # components of standard deviation 2
 scaled_var = float((np.einsum("nd,nd->n", qs_v, ks_v) / np.sqrt(64)).var())
 prediction = None  # your prediction here
-check_prediction(prediction, scaled_var, what="the variance of the scaled logit", rtol=0.05)
+check_prediction(
+    prediction,
+    scaled_var,
+    what="the variance of the scaled logit",
+    rtol=0.05,
+    explanation=check.WHY_WIDE_VARIANCE,
+)
 
 # %% [markdown] tags=["solution"]
 # ```{solution-start} ex-attention-predict-variance

@@ -17,12 +17,28 @@ from course_lib.checker import Outcome, check_cases, diagnose, seeded, to_array
 from course_lib.softmax.reference import softmax as _softmax
 
 __all__ = [
+    "WHY_QUERY_IS_KEY",
+    "WHY_WIDE_VARIANCE",
     "causal_attention",
     "cross_attention",
     "previous_token_head",
     "torch_head_weights",
 ]
 
+
+#: Why the two predictions' answers are what they are, and what common wrong answers mean.
+WHY_QUERY_IS_KEY = (
+    "q . k0 = |k0|^2, a sum of 64 squares of unit variance, is about 64, and divided by "
+    "sqrt(64) = 8 it is about 8; the other two scores are about N(0, 1). e^8 is about 3,000 "
+    "times e^0, so nearly all the weight goes to key 0. 1/3 would need equal scores; about 0.5 "
+    "forgets that the other scores sit near 0, not near 8."
+)
+WHY_WIDE_VARIANCE = (
+    "each product q_l k_l has variance 2^2 * 2^2 = 16, the 64 of them sum to a variance of "
+    "1,024, and dividing by sqrt(64) = 8 divides the variance by 64: 16, a standard deviation "
+    "of 4. 1 is the answer for unit components: the scaling removes the width, not the size of "
+    "the components; 4 counts the factor 2 once instead of twice; 1,024 forgets the scaling."
+)
 
 #: Seed of this chapter's checker inputs.
 SEED = 404

@@ -13,7 +13,15 @@ import numpy as np
 
 from course_lib.checker import Outcome, check_cases, diagnose, seeded, to_array
 
-__all__ = ["layer_flops", "linear_weight", "outer_product_sum"]
+__all__ = ["WHY_SHAPE", "layer_flops", "linear_weight", "outer_product_sum"]
+
+#: Why the shape prediction's answer is what it is, and what the common wrong answers mean.
+WHY_SHAPE = (
+    "the last two dimensions multiply as matrices, (5, 3) @ (3, 6) -> (5, 6); the leading, batch "
+    "dimensions broadcast aligned from the right, (4, 1) against (2,) -> (4, 2): (4, 2, 5, 6). "
+    "(4, 1, 5, 6) leaves the size-1 dimension unbroadcast; (4, 5, 6) or (2, 5, 6) drops a batch "
+    "dimension; expecting an error aligns the batch dimensions from the left."
+)
 
 
 #: Seed of this chapter's checker inputs.
