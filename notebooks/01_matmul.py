@@ -426,14 +426,14 @@ print(f"best np.matmul float32 / nominal float32 peak: {share:.0%}")
 # - `np.matmul` and `torch.matmul` call an optimised BLAS. Small products are dominated by
 #   fixed overheads (a call costs a few microseconds), so GFLOP/s rises with $n$ until the
 #   arithmetic fills the core, and from $n \approx 256$ it levels off: that plateau is the
-#   **practical peak**. Here it is *above* the nominal one (about 118% in float32), because the
-#   clock the system reports is below the one the core runs at. BLAS libraries reach the
+#   **practical peak**. Here it is *above* the nominal one (about 118% in float32), most likely
+#   because the clock the system reports is below the one the core runs at (boost). BLAS libraries reach the
 #   plateau by blocking the product into tiles that fit in cache and registers
 #   {cite}`goto2008anatomy`: a product does $2n^3$ FLOPs on $3n^2$ numbers, so each number
 #   loaded can be reused about $n$ times: its *arithmetic intensity* grows with $n$, which is
 #   what lets a large product run at the compute roof rather than the memory roof of the
 #   roofline model {cite}`williams2009roofline`.
-# - **float32 runs about twice as fast as float64** on the plateau (2.0 to 2.2 times): a SIMD
+# - **float32 runs about twice as fast as float64** on the plateau (2.1 to 2.2 times): a SIMD
 #   register holds twice as many float32 numbers, so each instruction does twice the work.
 #   This is the first reason Transformers are trained in low precision (chapter 12).
 #
@@ -462,10 +462,10 @@ for r in live:
 # %% [markdown]
 # ## Exercises
 #
-# Each exercise gives you a function to write and a checker that runs it against the
-# reference on several inputs, including edge cases, and tells you what is wrong. The cells
-# below start with a stub that raises `NotImplementedError`; replace its body and run the
-# cell. Solutions are folded below each exercise (on the website) or in cells tagged
+# Two functions to write and a bug to find, each with a checker that runs your code on several
+# inputs, edge cases included, and tells you what is wrong; then a prediction, a question in
+# words and a stretch problem. The cells with a checker start with a stub that raises
+# `NotImplementedError`; replace its body and run the cell. Solutions are folded below each exercise (on the website) or in cells tagged
 # `solution` (in the notebook).
 #
 # ```{exercise} The product from outer products
@@ -526,7 +526,8 @@ def notes_to_linear(W):
 
 
 x_demo = rng.standard_normal((5, 3))  # (B, d_in)
-for W_demo in (np.array([[2.0, 1.0, 0.0], [1.0, 3.0, 1.0], [0.0, 1.0, 4.0]]), Xrows[:3]):
+W_sym = np.array([[2.0, 1.0, 0.0], [1.0, 3.0, 1.0], [0.0, 1.0, 4.0]])  # their test: symmetric
+for W_demo in (W_sym, rng.standard_normal((3, 4))):  # (d_in, d_out)
     weight = notes_to_linear(W_demo)  # (d_out, d_in)
     same = np.allclose(x_demo @ weight.T, x_demo @ W_demo)
     print(f"W of shape {W_demo.shape}: weight {weight.shape}, x @ weight.T == x @ W: {same}")
@@ -625,9 +626,7 @@ check_prediction(prediction, shape, what="the shape", explanation=check.WHY_SHAP
 # %% tags=["solution"]
 prediction = (4, 2, 5, 6)  # the last two dimensions multiply: (5, 3) @ (3, 6) -> (5, 6);
 # the batch dimensions (4, 1) and (2,) broadcast, aligned from the right, to (4, 2)
-assert check_prediction(
-    prediction, (np.ones((4, 1, 5, 3)) @ np.ones((2, 3, 6))).shape, what="the shape"
-).passed
+assert check_prediction(prediction, shape, what="the shape", explanation=check.WHY_SHAPE).passed
 
 # %% [markdown] tags=["solution"]
 # ```{solution-end}

@@ -292,7 +292,14 @@ check_prediction(
 
 # %% tags=["solution"]
 prediction = round(math.exp(1 - 6 / 3), 3)  # both precisions are 1; BP = exp(1 - r/c) = e^-1
-assert check_prediction(prediction, round(short_bleu, 3), what="BLEU-2", rtol=0, atol=5e-4).passed
+assert check_prediction(
+    prediction,
+    round(short_bleu, 3),
+    what="BLEU-2",
+    rtol=0,
+    atol=0.0005,
+    explanation=check.WHY_SHORT_BLEU,
+).passed
 
 # %% [markdown] tags=["solution"]
 # The geometric mean of two precisions of 1 is 1, so the whole score is the brevity penalty:
@@ -659,7 +666,9 @@ check_prediction(
 
 # %% tags=["solution"]
 prediction = 2000  # -log(1/2000) per token, and exp(log 2000) = 2000
-assert check_prediction(prediction, uniform_ppl, what="the perplexity", rtol=0.01).passed
+assert check_prediction(
+    prediction, uniform_ppl, what="the perplexity", rtol=0.01, explanation=check.WHY_PERPLEXITY
+).passed
 
 # %% [markdown] tags=["solution"]
 # So perplexity reads as a number of choices: a model of perplexity 20 is, on average, as unsure
@@ -874,10 +883,11 @@ assert closest_reference_length(5, [6, 4]) == 4  # the tie rule
 # %% [markdown]
 # ## Exercises
 #
-# Each exercise gives you a function to write and a checker that runs it on several inputs,
-# including edge cases, and tells you what is wrong. Replace the body of the stub and run the
-# cell. Solutions are folded below each exercise (on the website) or in cells tagged
-# `solution` (in the notebook). Sentences are lists of tokens.
+# A bug to find and two functions to write, each with a checker that runs your code on several
+# inputs, edge cases included, and says what is wrong; then a question in words and a stretch
+# problem (the chapter's two predictions are in sections 3.4 and 3.10). Replace the body of
+# each stub and run its cell. Solutions are folded below each exercise (on the website) or in
+# cells tagged `solution` (in the notebook). Sentences are lists of tokens.
 #
 # ```{exercise} Find the bug: a clipped precision that is almost right
 # :label: ex-text-metrics-clip
@@ -1103,9 +1113,12 @@ def randomisation_p(stats_a, stats_b, trials=1000, seed=0):
     return (at_least + 1) / (trials + 1)  # the observed split counts as one of the trials
 
 
+evaluation = load_translation_eval()
+held_out = [refs[1:] for refs in evaluation.references]  # references 2 and 3
+outputs = {**evaluation.systems, "paraphrased": evaluation.paraphrased}
 for a, b in (("paraphrased", "negated"), ("good", "fair")):
-    p_value = randomisation_p(sentence_stats[a], sentence_stats[b])
-    print(f"{a} vs {b}: p = {p_value:.3f}")
+    stats_a, stats_b = (corpus_stats(outputs[s], held_out, per_sentence=True) for s in (a, b))
+    print(f"{a} vs {b}: p = {randomisation_p(stats_a, stats_b):.3f}")
 
 # %% [markdown] tags=["solution"]
 # "good" against "fair" is significant by a wide margin ($p = 0.001$, the smallest value 1,000

@@ -969,9 +969,9 @@ np.testing.assert_allclose(O @ stacked, out_ref.T)  # (d_o, L): eq. (18), transp
 # %% [markdown]
 # ## Exercises
 #
-# Four kinds: write a function and let a checker run it on several inputs, including edge
-# cases, and tell you what is wrong; predict a number, then run the cell; answer a question in
-# words; and one stretch problem. Replace the body of each stub and run its cell. Solutions are
+# Five kinds: write a function and let a checker run it on several inputs, including edge
+# cases, and tell you what is wrong; find and fix a bug; predict a number, then run the cell;
+# answer a question in words; and one stretch problem. Replace the body of each stub and run its cell. Solutions are
 # folded below each exercise (on the website) or in cells tagged `solution` (in the notebook).
 #
 # ```{exercise} Cross-attention over padded keys
@@ -1205,7 +1205,13 @@ check_prediction(
 # %% tags=["solution"]
 prediction = 1.0  # q.k0 = |k0|^2 is about 64, so the scaled score is about 8, while the
 # scores of the other keys are about N(0, 1): e^8 dwarfs them
-assert check_prediction(prediction, round(float(w_first), 2), what="the weight", rtol=0.05).passed
+assert check_prediction(
+    prediction,
+    round(float(w_first), 2),
+    what="the weight on key 0",
+    rtol=0.05,
+    explanation=check.WHY_QUERY_IS_KEY,
+).passed
 
 # %% [markdown] tags=["solution"]
 # ```{solution-end}
@@ -1242,7 +1248,13 @@ check_prediction(
 # %% tags=["solution"]
 prediction = 16.0  # each term q_l k_l has variance 4 * 4 = 16; d_k = 64 terms give 64 * 16;
 # dividing by sqrt(64) divides the variance by 64: 16, a standard deviation of 4
-assert check_prediction(prediction, scaled_var, what="the variance", rtol=0.05).passed
+assert check_prediction(
+    prediction,
+    scaled_var,
+    what="the variance of the scaled logit",
+    rtol=0.05,
+    explanation=check.WHY_WIDE_VARIANCE,
+).passed
 
 # %% [markdown] tags=["solution"]
 # The $1/\sqrt{d_k}$ scaling removes the dependence on the width, not on the size of the
