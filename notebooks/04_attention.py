@@ -725,8 +725,6 @@ assert toy_weights[1][4, 0] == toy_weights[1][4, 4] > 0.3  # the second "the" fi
 np.testing.assert_array_equal(np.stack(toy_weights)[:, :, sent.length :], 0)  # padding
 
 # %% [markdown]
-
-# %% [markdown]
 # The first explorer shows these hand-built heads. Choose a head, a mask and a
 # **temperature** $T$, which divides the logits before the softmax ($T < 1$ sharpens the
 # weights towards the largest logit, $T > 1$ flattens them towards uniform; the $1/\sqrt{d_k}$
