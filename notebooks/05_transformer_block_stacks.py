@@ -823,9 +823,6 @@ fit = np.polyfit(np.log(l[4:]), np.log(rms[4:]), 1)[0]
 print("RMS after 0, 1, 4, 16, 24 blocks:", rms[[0, 1, 4, 16, 24]].round(3), f" slope {fit:.2f}")
 
 # %% [markdown] tags=["solution"]
-# ```{solution-end}
-# ```
-#
 # Each pre-LN block reads a normalised copy of the stream, so its branches add outputs of about the
 # same size whatever the depth, in nearly independent directions at initialisation: their squares
 # add, and the stream's root mean square grows about like $\sqrt{l}$ (a slope of 0.6 here on a
@@ -837,6 +834,9 @@ print("RMS after 0, 1, 4, 16, 24 blocks:", rms[[0, 1, 4, 16, 24]].round(3), f" s
 # $1/\sqrt{L}$, and section 5.8's measured slope of $-0.6$ mirrors the stream's $+0.6$. In a post-LN
 # stack every block ends with a norm, the stream stays at unit size at any depth, and nothing
 # divides the top block's gradient by the depth.
+#
+# ```{solution-end}
+# ```
 
 # %% [markdown]
 # ## Summary

@@ -384,9 +384,9 @@ print(S_ii)
 
 # %% [markdown]
 # Variant (iii), with a **fixed** slope per head instead of a learned one, is **ALiBi**
-# {cite}`press2022train`: head $h$ adds $-m_h (i - j)$, a penalty that grows linearly with the
-# distance back, with slopes $m_h$ forming the geometric sequence $2^{-8/H}, 2^{-16/H}, \dots,
-# 2^{-8}$ for $H$ heads. Steep heads look only at the last few tokens, shallow heads far back.
+# {cite}`press2022train`: head $k$ adds $-m_k (i - j)$, a penalty that grows linearly with the
+# distance back, with slopes $m_k$ forming the geometric sequence $2^{-8/h}, 2^{-16/h}, \dots,
+# 2^{-8}$ for $h$ heads. Steep heads look only at the last few tokens, shallow heads far back.
 
 # %%
 slopes = alibi_slopes(8)
@@ -1089,9 +1089,6 @@ np.testing.assert_array_equal(t5_bucket(n), theirs.numpy())
 print("first offset in bucket 31:", n[t5_bucket(n) == 31][0], "and every offset beyond")
 
 # %% [markdown] tags=["solution"]
-# ```{solution-end}
-# ```
-#
 # Every offset from 113 on shares bucket 31, with one learned scalar: the buckets widen
 # logarithmically, so near keys are told apart exactly and far keys only roughly. A model
 # trained at length 512 has seen every bucket, and a longer sequence adds only offsets that fall
@@ -1099,6 +1096,9 @@ print("first offset in bucket 31:", n[t5_bucket(n) == 31][0], "and every offset 
 # T5's buckets spend their 32 numbers where distinctions matter (nearby). Neither can express
 # "exactly 300 back": beyond the maximum distance all offsets look alike, so tasks like section
 # 6.9's lag task at long offsets are out of reach, as for ALiBi.
+#
+# ```{solution-end}
+# ```
 
 # %% [markdown]
 # ## Summary

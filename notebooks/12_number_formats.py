@@ -228,13 +228,13 @@ assert 0.0 == -0.0 and not nan == nan
 
 # %%
 table = format_table()
-head = f"{'format':<14}{'bits':>5}{'E':>3}{'M':>4}{'bias':>6}{'largest':>12}{'min normal':>12}"
+head = f"{'format':<14}{'bits':>5}{'exp':>4}{'frac':>5}{'bias':>5}{'largest':>12}{'min normal':>12}"
 head += f"{'min subnormal':>15}{'epsilon':>11}{'digits':>8}"
 print(head)
 for r in table:
     print(
-        f"{r['format']:<14}{r['bits']:>5}{r['exponent bits']:>3}{r['fraction bits']:>4}"
-        f"{r['bias']:>6}{r['largest finite']:>12.5g}{r['smallest normal']:>12.4g}"
+        f"{r['format']:<14}{r['bits']:>5}{r['exponent bits']:>4}{r['fraction bits']:>5}"
+        f"{r['bias']:>5}{r['largest finite']:>12.5g}{r['smallest normal']:>12.4g}"
         f"{r['smallest subnormal']:>15.4g}{r['machine epsilon']:>11.4g}{r['decimal digits']:>8.2f}"
     )
 
@@ -1011,9 +1011,6 @@ for _ in range(1_000):
 print(f"stochastic, 32 runs: mean {runs.mean():.1f}, from {runs.min():.2f} to {runs.max():.2f}")
 
 # %% [markdown] tags=["solution"]
-# ```{solution-end}
-# ```
-#
 # (a) Rounded to nearest, an addend is lost once it is less than half a step of the running sum.
 # From 4 on the bfloat16 step is $2^{-5} = 0.03125$, and 0.01 is less than half of it: the sum
 # stalls at 4. (b) Between 2 and 4 the step is $2^{-6} \approx 0.0156$ and 0.01 is more than half
@@ -1024,6 +1021,9 @@ print(f"stochastic, 32 runs: mean {runs.mean():.1f}, from {runs.min():.2f} to {r
 # whatever the addend's remainder is at the current step. (c) Stochastic rounding rounds up with
 # probability proportional to the remainder, so each addition adds 0.01 on average: the 32 runs
 # end near 10 on average, each a little off.
+#
+# ```{solution-end}
+# ```
 
 # %% [markdown]
 # ## Summary

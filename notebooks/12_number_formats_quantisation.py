@@ -570,9 +570,6 @@ for name, M in (("chapter 8's weights", W_real), ("N(0, 0.02^2)", W)):
 print("Lloyd's levels:", fitted.round(2))
 
 # %% [markdown] tags=["solution"]
-# ```{solution-end}
-# ```
-#
 # The fitted code book lowers the RMS error by a few per cent, on the trained weights it was fitted
 # to and, a little less surprisingly once you see it, on the random normal ones as well: NF4 is
 # built to use its 16 levels equally often, which QLoRA argues is optimal for normal data in the
@@ -582,6 +579,9 @@ print("Lloyd's levels:", fitted.round(2))
 # exactness, and because one fixed code book serves every model and every kernel, while a fitted
 # one would have to be computed for each model, stored beside it and supported by the kernels, for
 # a gain of a few per cent.
+#
+# ```{solution-end}
+# ```
 
 # %% [markdown]
 # ## Summary
