@@ -331,8 +331,8 @@ for residual, norm in norms.items():
 # it does not vanish: every layer passes the gradient through unchanged and adds its own
 # contribution $J_f^\top g$, so it even grows a little, to about three times the identity's.
 # Move the sliders: a deeper chain, or weights of larger gain, make the residual chain's
-# gradient grow (each layer multiplies by $I + J_f$, whose norm is above 1), and a gain above 1
-# keeps even the plain chain's gradient from vanishing, at the price of growing with depth. The
+# gradient grow (each layer multiplies by $I + J_f$, whose norm is above 1); with a gain of 1 the
+# plain chain's gradient neither vanishes nor grows much, and above 1 it grows with depth. The
 # residual path removes vanishing, not growth; how the norm's position controls the growth is
 # the subject of part 2 (section 5.8).
 

@@ -265,8 +265,8 @@ print(f"last block at 24 blocks, post-LN / pre-LN per seed: {ratio.min():.0f} to
 # - **pre-LN**: the last block's gradient falls with depth close to the $1/\sqrt{\text{depth}}$ line
 #   (a slope of $-0.6$), as the theorem predicts, with a narrow spread. Per block, though, it falls
 #   about fourfold from the first block to the last, where Xiong et al.'s Figure 3 shows it about
-#   level. Their model is a 6-layer translation Transformer of width 512, ours 24 blocks of width 32
-#   on random tokens, and their theorem concerns the last layer only. Why the lower blocks receive
+#   level. Their model is a translation Transformer, ours 24 blocks of width 32 on random tokens,
+#   and their theorem concerns the last layer only. Why the lower blocks receive
 #   more here we have not measured; a hypothesis: by part 1's identity (5.3) each block adds its own
 #   $J^\top g$ to the gradient that flows down the residual stream, so the lower the block, the more
 #   terms its gradient sums.

@@ -122,9 +122,10 @@ for label, M in (("no outliers", W), ("16 outliers of 1.0", W_out)):
 # %% [markdown]
 # The explorer below stores a smaller matrix (65,536 weights of the same scale) with each scheme
 # at each block size, with or without outliers. Things to try: int8 with one scale for the whole
-# matrix, then 16 outliers (most ordinary weights become 0); the same with blocks of 64; int4 and
-# NF4 at blocks of 16, 64 and 256, where smaller blocks cost more bits for the scales and buy a
-# smaller error. (On the website it responds for every setting.)
+# matrix, then 16 outliers (one ordinary weight in six becomes 0; in int4, nearly all of them);
+# the same with blocks of 64; int4 and NF4 at blocks of 16, 64 and 256, where smaller blocks cost
+# more bits for the scales and buy a smaller error. (On the website it responds for every
+# setting.)
 
 # %%
 from course_lib.number_formats.quantisation_widget import explorer
@@ -240,7 +241,7 @@ PUBLISHED_NF4 = [
 """.split()
 ]  # the 16 levels as printed in the paper, four to a line
 levels = ref.nf4_codebook()  # (16,) float64, eq. (12.7)
-print(np.round(levels, 4))
+print(np.round(levels, 3))
 np.testing.assert_allclose(levels, PUBLISHED_NF4, rtol=0, atol=2.0**-23)  # float32 precision
 
 # %% tags=["needs-torch"]
@@ -404,7 +405,7 @@ rows = {"N(0, 0.02^2)": compare_schemes(W), "chapter 8's weights": compare_schem
 print(f"kurtosis: N(0, 0.02^2) {kurtosis(W):.1f}, chapter 8's weights {kurtosis(W_real):.1f}")
 print(f"{'scheme':<30}{'bits/param':>11}{'RMS error / std: N(0, 0.02^2)':>31}{'trained':>9}")
 for (name, bits, err), (_, _, err_real) in zip(*rows.values(), strict=True):
-    print(f"{name:<30}{bits:>11.3f}{err:>31.4f}{err_real:>9.4f}")
+    print(f"{name:<30}{bits:>11.3f}{err:>31.3g}{err_real:>9.3g}")
 err = {name: e for name, _, e in rows["N(0, 0.02^2)"]}
 bits = {name: b for name, b, _ in rows["N(0, 0.02^2)"]}
 assert bits["NF4, blocks of 64"] == 4.5 and round(bits["NF4 + double quantisation"], 3) == 4.127

@@ -70,7 +70,7 @@ def render_html(depth: int, gain: float) -> str:
 
     g = chain_gradients(depth, gain)
     use_style()
-    fig = Figure(figsize=(6.4, 3.2), dpi=64)
+    fig = Figure(figsize=(6.0, 3.0), dpi=56)
     ax = fig.subplots()
     layers = np.arange(depth + 1)
     ax.semilogy(layers, g["residual"], marker=".", label="residual: h + tanh(h W)")
