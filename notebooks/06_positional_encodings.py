@@ -191,7 +191,7 @@ np.testing.assert_allclose(row[0], [np.sin(1), np.cos(1), np.sin(0.01), np.cos(0
 # table (the appendix checks). PyTorch is imported here, at the first cell that needs it, so that
 # the NumPy cells run where it is not installed:
 
-# %% tags=["needs-torch"]
+# %% tags=["needs-torch", "worksheet"]
 import torch
 
 import course_lib.attention.accelerated as attn

@@ -97,7 +97,7 @@ np.set_printoptions(precision=6, suppress=False)
 # million weights of a typical scale, and the same matrix with 16 of them replaced by outliers of
 # 1.0:
 
-# %% tags=["needs-torch"]
+# %% tags=["needs-torch", "worksheet"]
 W = 0.02 * torch.randn(1024, 1024, generator=gen)  # (d_out, d_in), typical weight scale
 W_out = W.clone()
 W_out.view(-1)[torch.randperm(W.numel(), generator=gen)[:16]] = 1.0  # 16 outliers
@@ -353,7 +353,7 @@ check.nf4_codes(nf4_codes, require=True)
 # are stored two per byte.
 
 
-# %% tags=["needs-torch"]
+# %% tags=["needs-torch", "worksheet"]
 def nf4_double_quant(M: torch.Tensor, block: int = 64) -> tuple[torch.Tensor, float]:
     """NF4 with double-quantised scales: returns (dequantised M, bits per parameter)."""
     codes, absmax = fast.nf4_quantize(M, block_size=block)
