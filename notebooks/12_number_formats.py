@@ -159,9 +159,9 @@ assert ref.decode(124 << 23 | 1 << 22, "float32") == 0.1875
 #
 # | exponent field | fraction $= 0$ | fraction $\ne 0$ |
 # | --- | --- | --- |
-# | $0$ | $\pm 0$ | subnormal: $(-1)^s\, 2^{1 - \text{bias}}\, (0.b_{22}\dots b_0)_2$ (12.2) |
+# | $0$ | $\pm 0$ | subnormal: $(-1)^s\, 2^{1 - \text{bias}}\, (0.b_{22}\dots b_0)_2$, eq. (12.2) |
 # | $1 \dots 254$ | normal, eq. (12.1) | normal, eq. (12.1) |
-# | $255$ (all ones) | $\pm\infty$ | NaN (not a number) (12.3) |
+# | $255$ (all ones) | $\pm\infty$ | NaN (not a number), eq. (12.3) |
 #
 # A **subnormal** number has no hidden 1 and keeps the smallest exponent, $1 - 127 = -126$, so the
 # numbers between $0$ and the smallest normal number $2^{-126}$ are evenly spaced $2^{-149}$
