@@ -32,10 +32,12 @@ PORTABILITY_NOTEBOOKS = {
     "09_bert.ipynb": 41,
     "13_peft.ipynb": 36,
     "11_long_sequences.ipynb": 22,
-    "05_transformer_block.ipynb": 18,
+    "05_transformer_block.ipynb": 6,
+    "05_transformer_block_stacks.ipynb": 15,
     "04_attention.ipynb": 11,
-    "06_positional_encodings.ipynb": 10,
-    "12_number_formats.ipynb": 13,
+    "06_positional_encodings.ipynb": 14,
+    "12_number_formats.ipynb": 10,
+    "12_number_formats_quantisation.ipynb": 10,
 }
 
 
