@@ -157,7 +157,7 @@ def cell_kind_problems(path: Path) -> list[str]:
 
 
 #: Chapters whose cell-kind fixes are on another branch of issue 43 (remove each when it lands).
-CELL_KIND_PENDING = {"06_positional_encodings", "12_number_formats"}
+CELL_KIND_PENDING: set[str] = set()
 
 
 @pytest.mark.parametrize(
@@ -183,10 +183,8 @@ def test_every_cell_is_the_kind_it_should_be(src):
 
 #: Chapters that still print solution commentary after {solution-end} (remove each when fixed).
 AFTER_SOLUTION_PENDING = {
-    "06_positional_encodings",
     "08_gpt",
     "11_long_sequences",
-    "12_number_formats",
 }
 
 
