@@ -439,9 +439,9 @@ def _merge_replace(pair: tuple[str, str], v_in: dict) -> dict:
 _MERGE_MISTAKES: list[tuple[Callable, str]] = [
     (
         _merge_replace,
-        "the pair is found inside longer symbols: with symbols 'es' and 't', the text 'es t' "
-        "contains 's t', but the pair ('s', 't') is not there; match the two symbols only "
-        "where each is a whole symbol, with a space or the end of the word on both sides",
+        "it still behaves like the colleague's function: under the pair ('s', 't'), 'b es t' "
+        "turns into 'b est'. Which two symbols does the pair stand for, and what else does "
+        "the text 's t' match?",
     ),
     (
         _merge_printed,
@@ -475,7 +475,7 @@ def merge_vocab(fn: Callable, *, require: bool = False) -> Outcome:
     >>> from course_lib.bpe.toy import merge_vocab as right
     >>> merge_vocab(right).passed
     True
-    >>> "inside longer symbols" in merge_vocab(_merge_replace).details[0]
+    >>> "like the colleague's function" in merge_vocab(_merge_replace).details[0]
     True
     """
     from course_lib.bpe.toy import TOY_VOCAB
