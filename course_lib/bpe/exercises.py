@@ -8,7 +8,7 @@ learner's function, reads plain data back, and answers garbage (no ``return``, a
 bytes where a str belongs, a generator, a wrong signature) with a failed verdict that says what
 was wrong, never with an exception of its own.
 
->>> merge_pair(lambda ids, pair, new_id: ids).passed
+>>> merge_vocab(lambda pair, v_in: v_in).passed
 False
 """
 
@@ -25,11 +25,11 @@ import regex
 from course_lib.bpe.gpt2_files import ENDOFTEXT, load_gpt2, load_tiktoken
 from course_lib.bpe.readable import merge_word
 from course_lib.bpe.train import GPT2_PATTERN
-from course_lib.checker import Outcome, call, check_cases
+from course_lib.checker import Outcome, call
 
 __all__ = [
     "UNSEEN", "encode_by_frequency", "frequency_vs_rank", "gpt2_pattern", "gpt2_tokenizer",
-    "merge_pair", "merge_vocab", "special_tokens",
+    "merge_vocab", "special_tokens",
 ]  # fmt: skip
 
 #: Texts the encoder exercises are checked on, each with what it tests.
@@ -569,33 +569,4 @@ def frequency_vs_rank(text: object) -> Outcome:
         return Outcome(title, False, [f"both give {show(rank)}: try a piece that repeats a pair"])
     return Outcome(
         title, True, [f"by rank (tiktoken): {show(rank)}", f"by frequency: {show(freq)}"]
-    )
-
-
-def merge_pair(fn: Callable, *, require: bool = False) -> Outcome:
-    """Exercise: ``fn(ids, pair, new_id)`` replaces each occurrence of ``pair``, left to right."""
-    cases = [
-        ("minbpe's example", ([1, 2, 3, 1, 2], (1, 2), 4)),
-        ("three in a row", ([7, 7, 7], (7, 7), 9)),
-        ("no occurrence", ([1, 3, 2], (1, 2), 4)),
-        ("the pair at the end", ([5, 1, 2], (1, 2), 8)),
-    ]
-
-    def compare(got: object, args: tuple) -> str | None:
-        ids, pair, new = args
-        want = list(merge_word(tuple(ids), pair, new))
-        if isinstance(got, tuple):
-            got = list(got)
-        if got == want:
-            return None
-        if ids == [7, 7, 7] and got == [9, 9]:
-            return "(7, 7, 7) holds only one non-overlapping (7, 7): merge left to right and skip the merged pair"
-        return f"you return {got}, expected {want}"
-
-    return check_cases(
-        "applying one merge",
-        fn,
-        [(d, a, a) for d, a in cases],
-        compare=compare,
-        require=require,
     )
