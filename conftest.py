@@ -25,7 +25,8 @@ collect_ignore_glob = ["notebooks/*.py", "book/*", ".venv/*"]
 # these under the portable kernels in tests/test_portability.py. Value: seconds in nbval on a
 # clean clone (the re-run starts the slowest first).
 PORTABILITY_NOTEBOOKS = {
-    "08_gpt.ipynb": 44,
+    "08_gpt.ipynb": 30,
+    "08_gpt_practice.ipynb": 25,
     "10_feedback_distillation.ipynb": 41,
     "09_bert.ipynb": 41,
     "13_peft.ipynb": 36,
