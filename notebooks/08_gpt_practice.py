@@ -1043,7 +1043,8 @@ with torch.no_grad():
 
 # %% [markdown] tags=["solution"]
 # The first layer matters: removing some of its heads costs much of the accuracy, and the
-# heads are not alike (compare the rows). So the answer's state does depend on what the first
+# heads are not alike (compare the rows; removing one of them even raised the accuracy six
+# lines back in this run). So the answer's state does depend on what the first
 # layer writes, even though no layer-1 head puts its weight from an answer onto the letter
 # before it; the information may reach it another way (a head attending elsewhere, or the
 # feed-forward part acting on what attention mixed). An ablation says that a head is needed,
@@ -1065,7 +1066,8 @@ with torch.no_grad():
 #   era; there, $\lambda$ keeps (and improves) the language model without changing the
 #   accuracy, while with $\lambda = 0$ the pre-trained model forgets the text it knew.
 # - GPT-2 and GPT-3 are the same model, larger, with more context and a byte-level vocabulary;
-#   GPT-2's zero-shot results were state of the art in language modelling, not across tasks.
+#   GPT-2's zero-shot results were state of the art in language modelling (and on Winograd's
+#   schemas), not across tasks.
 # - In-context learning: a model pre-trained with episodes of a task can do a *new* instance of
 #   it from examples in its prompt; on our secret codes accuracy rises from chance at zero shots
 #   towards a perfect learner's curve as shots are added, with no change to the weights. Our
