@@ -50,7 +50,7 @@ if "google.colab" in sys.modules or os.environ.get("COURSE_COLAB") == "1":
 # **Assumes**: part 1 of this chapter (the model, its loss, the shipped checkpoint, sampling)
 # and chapters 4 to 6. **Core path**: about 53 minutes (fine-tuning, GPT-2 and GPT-3, and
 # in-context learning); the optional sections add about 44 minutes (training fast, and the
-# speed-run's ideas), and the exercises at the end about 35 (the stretch problem not counted).
+# speed-run's ideas), and the exercises at the end about 25 (the stretch problem not counted).
 #
 # It follows sections 4 to 6 of Strabel's notes {cite}`strabel2023transformers` (GPT
 # {cite}`radford2018improving`, GPT-2 {cite}`radford2019language`, GPT-3
