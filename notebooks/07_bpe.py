@@ -637,11 +637,13 @@ merges_explorer(merges_2000, "Shall I compare thee to a summer's day? Transforme
 # a unigram language model with EM (the segmentations of a word form a lattice), and prunes the
 # pieces whose removal costs the least likelihood; it encodes with the most probable
 # segmentation (Viterbi). Below, all of them are trained on the same text to the same
-# vocabulary size as our BPE, and encode the same lines: `tokenizers`' WordPiece and Unigram
-# trainers, and chapter 9's ratio-scored WordPiece (keeping only pairs seen at least 10 times;
-# the bare ratio fills a vocabulary with the letters of rare names). Byte-level BPE spends
-# tokens on runs of spaces (indented lines), and Unigram on a lone `▁`, so both counts are
-# printed:
+# vocabulary size as our BPE, and encode the same lines: chapter 9's WordPiece trainer twice,
+# scoring pairs by frequency (what `tokenizers`' trainer computes; chapter 9 finds the two
+# share about 92% of their pieces, and ours, unlike the library's, breaks ties the same way on
+# every run) and by the ratio (keeping only pairs seen at least 10 times; the bare ratio fills
+# a vocabulary with the letters of rare names), and `tokenizers`' Unigram trainer. Byte-level
+# BPE spends tokens on runs of spaces (indented lines), and Unigram on a lone `▁`, so both
+# counts are printed:
 
 # %%
 table_ = compare_subword_methods(text[:300_000], test_text, vocab_size=2000)
@@ -656,10 +658,10 @@ for name, row in table_.items():
 # The three tokenizers that merge or prune by frequency or likelihood land within a few per
 # cent of each other, about 1.9 tokens per word once the white-space tokens are left out
 # (splitting at punctuation, as WordPiece does, or at spaces only, as SentencePiece's
-# `Metaspace` does, keeps this from being exactly like for like). The ratio score needs about
-# 2.45: with the frequency dropped, it spends its merges on pairs that belong together but are
-# rare, and common words stay in pieces (even "the" is `th ##e`). So a
-# "WordPiece" row means little until one says which trainer made it. Byte-level BPE can also
+# `Metaspace` does, keeps this from being exactly like for like). The two WordPiece rows differ
+# only in the score, and the ratio needs about 2.45: with the frequency dropped, it spends its
+# merges on pairs that belong together but are rare, and common words stay in pieces (even
+# "the" is `th ##e`). So a "WordPiece" row means little until one says which score made it. Byte-level BPE can also
 # write any string, while the other two need an unknown token for characters they never saw.
 
 # %% [markdown]
@@ -883,10 +885,10 @@ check.frequency_vs_rank(disagreement)
 #   Special tokens in user text must be refused or read as text, never turned into control ids.
 # - Rare words take several tokens; other scripts, numbers, indentation and trailing spaces cost
 #   extra or odd tokens.
-# - Compression grows with the vocabulary, with diminishing returns. Unigram and Hugging Face's
-#   `WordPieceTrainer` (which merges by frequency, like BPE, and marks pieces with `##`)
-#   compress about as well as BPE; the ratio score often taught as WordPiece's needs about a
-#   quarter more tokens at the same size.
+# - Compression grows with the vocabulary, with diminishing returns. Unigram, and WordPiece
+#   scored by frequency (what Hugging Face's `WordPieceTrainer` computes, marking pieces with
+#   `##`), compress about as well as BPE; the ratio score often taught as WordPiece's needs
+#   about a quarter more tokens at the same size.
 
 # %% [markdown]
 # ## References

@@ -262,11 +262,11 @@ def test_subword_comparison_counts_the_same_lines_with_and_without_white_space_t
 
     text = sample(130_000)
     table = compare_subword_methods(text[:100_000], text[100_000:110_000], vocab_size=400)
-    assert list(table) == ["BPE (course)", "WordPiece, HF trainer", "WordPiece, ratio", "Unigram"]
+    assert list(table) == ["BPE (course)", "WordPiece, frequency", "WordPiece, ratio", "Unigram"]
     for row in table.values():
         assert 1 < row["without white-space tokens"] <= row["tokens per word"] < 4
         assert 0 < row["vocabulary used"] <= 1
-    for name in ("WordPiece, HF trainer", "WordPiece, ratio"):  # no token of white space
+    for name in ("WordPiece, frequency", "WordPiece, ratio"):  # no token of white space
         assert table[name]["without white-space tokens"] == table[name]["tokens per word"]
     with pytest.raises(ValueError, match="no words"):
         compare_subword_methods(text[:1000], "  ", vocab_size=300)
