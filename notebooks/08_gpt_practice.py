@@ -659,7 +659,7 @@ np.testing.assert_allclose(X, A.newton_schulz(torch.tensor(G)).numpy(), atol=1e-
 s_before = np.linalg.svd(G, compute_uv=False)
 print(f"singular values of G: {s_before.min():.2f} to {s_before.max():.2f}")
 s0 = s_before / np.linalg.norm(G)  # (16,): what the iteration starts from, after the division
-print(f"after the division by the Frobenius norm: {s0.min():.3f} to {s0.max():.3f}")
+print(f"after the division by the Frobenius norm: {s0.min():.2f} to {s0.max():.2f}")
 
 # %% [markdown] tags=["worksheet"]
 # ```{exercise} Predict, then check: the singular values after five steps
