@@ -649,13 +649,13 @@ def my_step(token, p, c, cache):
 check.cached_step(my_step, require=True)
 
 # %% [markdown] tags=["solution"]
-# ```{solution-end}
-# ```
-#
 # Each step costs one position's work in every layer, plus reading T cached keys and values;
 # a causal mask is not needed, since the only query is the newest token, which may see
 # everything. (Passing `is_causal=True` to PyTorch's attention with one query row would be a
 # bug: its mask is aligned top-left, so the query would see key 0 only.)
+#
+# ```{solution-end}
+# ```
 
 # %% [markdown]
 # ```{exercise} Find the bug: a trained model that scores worse than a guess
