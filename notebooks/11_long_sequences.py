@@ -1002,6 +1002,10 @@ check_prediction(
     int(ref.sliding_window_mask(16, 2).sum()),
     what="the number of computed entries",
     rtol=0,
+    explanation=(
+        "a middle row sees 2w + 1 = 5 keys, but rows 0 and 15 see only 3 and rows 1 and 14 only "
+        "4: 16 * 5 - 2 * (2 + 1) = 74. 80 forgets the ends; 45 counts one side only (causal)"
+    ),
 )
 
 # %% [markdown] tags=["solution"]
@@ -1031,7 +1035,16 @@ assert check_prediction(
 # %%
 prediction = None  # your prediction here
 heard = receptive_field(recurrence_mask(24, segment_len=4, mem_len=4).numpy(), 3)[23]  # (24,)
-check_prediction(prediction, 23 - int(np.flatnonzero(heard)[0]), what="the reach r", rtol=0)
+check_prediction(
+    prediction,
+    23 - int(np.flatnonzero(heard)[0]),
+    what="the reach r",
+    rtol=0,
+    explanation=(
+        "its own segment reaches 3 back, and each of the 3 layers adds the memory's 4: 3 + 3 * 4 "
+        "= 15. 7 counts one layer only; 12 forgets the own segment; 23 assumes the whole past"
+    ),
+)
 
 # %% [markdown] tags=["solution"]
 # ```{solution-start} ex-long_sequences-reach
