@@ -914,13 +914,13 @@ def window_attention(q, k, v, w):
 check.window_attention(window_attention, require=True)
 
 # %% [markdown] tags=["solution"]
-# ```{solution-end}
-# ```
-#
 # Two masks are needed inside the blocks. The band $|i - j| \le w$ removes the up to $2w$ keys
 # of the neighbouring blocks that lie too far away. The padding positions $j < 0$ and $j \ge L$
 # are zero vectors: left in, each would get the logit 0 and a weight $e^0$, pulling every
 # output near the ends towards the zero value. Memory: $3 L w$ logits instead of $L^2$.
+#
+# ```{solution-end}
+# ```
 
 # %% [markdown]
 # ```{exercise} Optional, find the bug: an online softmax that is right only sometimes
@@ -976,9 +976,6 @@ check.online_softmax_update(update, require=True)
 assert np.allclose(check.attend_in_blocks(update, q1, k12, v12, 4), exact)
 
 # %% [markdown] tags=["solution"]
-# ```{solution-end}
-# ```
-#
 # The last line rescales `s` but not `acc`: when a block raises the maximum, the old terms of
 # `acc` stay measured against the old, smaller maximum, too large by $e^{m_\text{new} -
 # m_\text{old}}$ compared with `s`. In the first block `acc` is zero, so one block cannot show
@@ -986,6 +983,9 @@ assert np.allclose(check.attend_in_blocks(update, q1, k12, v12, 4), exact)
 # never rises, so `scale` is 1 ever after and the missing factor does not matter. A test with
 # one block, or with the largest logit first, passes a wrong implementation: test with several
 # blocks and a maximum that rises late.
+#
+# ```{solution-end}
+# ```
 
 # %% [markdown]
 # ```{exercise} Optional, predict then check: how many entries does a window compute?
@@ -1056,15 +1056,15 @@ prediction = 3 + 3 * 4  # its own segment (3 back), then 4 more per layer
 assert check_prediction(prediction, 23 - int(np.flatnonzero(heard)[0]), what="r", rtol=0).passed
 
 # %% [markdown] tags=["solution"]
-# ```{solution-end}
-# ```
-#
 # Layer 1's output at 23 depends on the inputs 16–23 (its segment 20–23 and the memory 16–19): 7
 # back. Layer 2's output at 23 reads layer 1's outputs at 16–23, and layer 1's output at 16 depends
 # on the inputs 12–16: 11 back. Layer 3 adds 4 more, down to 8. So
 # $r = (L - 1) + (\text{layers}) \cdot L_\text{mem} = 3 + 3 \cdot 4 = 15$, with $L_\text{mem}$ =
 # `mem_len`: the context grows by the memory length with every layer, which is what a
 # one-segment window of a vanilla model cannot do.
+#
+# ```{solution-end}
+# ```
 
 # %% [markdown]
 # ```{exercise} Optional, a derivation: FlashAttention's traffic
