@@ -8,8 +8,12 @@ named cases, :func:`diagnose` / :func:`diagnose_number` to say what is off, and
 
 from __future__ import annotations
 
+import contextvars
+import functools
 import html
+import inspect
 import math
+import numbers
 import re
 import sys
 import traceback
@@ -60,8 +64,12 @@ _EXERCISES = re.compile(r"course_lib\.(\w+)\.exercises$")
 
 def _which_exercise(title: str) -> tuple[str, str] | None:
     """(chapter package, checker) of the checker that is making this outcome, from the stack:
-    the first ``course_lib.<package>.exercises`` function, else a ``check_prediction`` called
-    from a notebook whose ``check`` is a chapter's exercises module."""
+    the checker :func:`guarded` is running, else the first ``course_lib.<package>.exercises``
+    function, else a ``check_prediction`` called from a notebook whose ``check`` is a chapter's
+    exercises module."""
+    running = _RUNNING.get()
+    if running is not None:
+        return running
     frame = sys._getframe(2)
     predicted = None
     while frame is not None:
@@ -191,9 +199,14 @@ def diagnose(
 
 
 def call(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> tuple[Any, str | None]:
-    """Call the learner's function; return (result, None) or (None, a description of the error)."""
+    """Call the learner's function; return (result, None) or (None, a description of the error).
+
+    The result is remembered, so that :func:`guarded` can name it if the checker cannot use it.
+    """
     try:
-        return fn(*args, **kwargs), None
+        result = fn(*args, **kwargs)
+        _LAST_RETURN.set(result)
+        return result, None
     except NotImplementedError:
         return None, "the function is not implemented yet (it raises NotImplementedError)"
     except Exception as exc:
@@ -303,3 +316,156 @@ def check_prediction(
     if explanation:
         details.append(explanation)
     return Outcome(title, bool(right), details)
+
+
+# -- the safety net of every checker ------------------------------------------------------------
+
+_NOTHING = object()
+_LAST_RETURN: contextvars.ContextVar[Any] = contextvars.ContextVar("last_return", default=_NOTHING)
+_RUNNING: contextvars.ContextVar[tuple[str, str] | None] = contextvars.ContextVar(
+    "running", default=None
+)
+
+
+def describe(value: Any) -> str:
+    """A learner's value in a few words, for a message; never raises, whatever the value.
+
+    >>> describe(None)
+    'None'
+    >>> describe(x for x in "ab")
+    'a generator (return a list: list(...) around it)'
+    >>> describe(np.zeros((2, 3)))
+    'an array of shape (2, 3) (float64)'
+    >>> describe(b"ab")
+    "bytes b'ab'"
+    """
+    kind = type(value).__name__
+    try:
+        if value is None:
+            return "None"
+        if isinstance(value, bool | np.bool_):
+            return f"the bool {bool(value)}"
+        if isinstance(value, bytes | bytearray):
+            return f"{kind} {_short(repr(bytes(value[:40])))}"
+        if isinstance(value, str):
+            return f"the str {_short(repr(value))}"
+        if isinstance(value, np.ndarray) or is_tensor(value):
+            shape = tuple(int(n) for n in value.shape)
+            what = "array" if isinstance(value, np.ndarray) else "tensor"
+            return f"an {what} of shape {shape} ({str(value.dtype).removeprefix('torch.')})"
+        if isinstance(value, numbers.Number | np.generic):
+            return f"the {kind} {_short(repr(value))}"
+        if isinstance(value, list | tuple | dict | set | frozenset):
+            return f"a {kind} of {len(value)} item{'s' * (len(value) != 1)}"
+        if kind == "generator" or inspect.isgenerator(value):
+            return "a generator (return a list: list(...) around it)"
+        if callable(value):
+            return f"a function ({kind})" if inspect.isroutine(value) else f"a {kind}"
+    except Exception:
+        pass
+    return f"a {kind} object"
+
+
+def _short(text: str, n: int = 60) -> str:
+    return text if len(text) <= n else text[: n - 3] + "..."
+
+
+def guarded(checker: Callable[..., Outcome]) -> Callable[..., Outcome]:
+    """Make ``checker`` (a public checker of a chapter's ``exercises.py``) safe on garbage.
+
+    Every argument annotated ``Callable`` must be callable, or the verdict says what it is; an
+    exception that escapes the checker itself (garbage it did not foresee: a generator, bytes,
+    an object that breaks on use) becomes a failed verdict naming what the learner's function
+    last returned, never a traceback from inside the course; and the verdicts the checker makes
+    are recorded in the learner's progress under the checker's own name. ``require=True`` still
+    raises ``AssertionError`` on a failed verdict.
+
+    >>> @guarded
+    ... def total(fn: Callable, *, require: bool = False) -> Outcome:
+    ...     got, error = call(fn, [1, 2])
+    ...     return Outcome("a total", not error and got + 0 == 3, [error or "ok"])
+    >>> print(total(lambda xs: (x for x in xs)))
+    ❌ Not yet: check.total
+       - the checker could not use what your function returned, a generator (return a list: \
+list(...) around it) (TypeError: unsupported operand type(s) for +: 'generator' and 'int')
+    >>> print(total(None))
+    ❌ Not yet: check.total
+       - fn must be a function, got None
+    """
+    module = checker.__module__ or ""
+    found = re.match(r"course_lib\.(\w+)\.exercises$", module)
+    key = (found.group(1) if found else module, checker.__name__)
+    signature = inspect.signature(checker)
+    functions = [
+        name for name, p in signature.parameters.items() if "Callable" in str(p.annotation)
+    ]
+    title = f"check.{checker.__name__}"
+
+    @functools.wraps(checker)
+    def safe(*args: Any, **kwargs: Any) -> Outcome:
+        require = bool(kwargs.get("require"))
+        outer = _RUNNING.get() is None
+        running = _RUNNING.set(key) if outer else None
+        last = _LAST_RETURN.set(_NOTHING)
+        try:
+            try:
+                bound = signature.bind(*args, **kwargs)
+            except TypeError as exc:
+                how = f"call it as check.{checker.__name__}{signature}"
+                return _failed(title, [f"{how}: {exc}"], require)
+            for name in functions:
+                if name in bound.arguments and not callable(bound.arguments[name]):
+                    got = describe(bound.arguments[name])
+                    return _failed(title, [f"{name} must be a function, got {got}"], require)
+            try:
+                outcome = checker(*args, **kwargs)
+                if not outcome.passed and outcome.details:
+                    _name_odd_return(outcome, _LAST_RETURN.get())
+                return outcome
+            except AssertionError:
+                if require:
+                    raise
+                problem = "the checker stopped on an assertion"
+                returned = _LAST_RETURN.get()
+                return _failed(title, [_could_not_use(returned, args, problem)], require)
+            except Exception as exc:
+                returned = _LAST_RETURN.get()
+                problem = f"{type(exc).__name__}: {_short(str(exc), 200)}"
+                return _failed(title, [_could_not_use(returned, args, problem)], require)
+        finally:
+            _LAST_RETURN.reset(last)
+            if running is not None:
+                _RUNNING.reset(running)
+
+    safe.guarded = True  # type: ignore[attr-defined]
+    return safe
+
+
+def _name_odd_return(outcome: Outcome, returned: Any) -> None:
+    """Say what the learner's function returned when it was not numbers at all (a str, bytes, a
+    dict, a generator, some object) and the checker's message does not say it already."""
+    if returned is _NOTHING or returned is None:
+        return
+    if isinstance(returned, numbers.Number | np.generic | np.ndarray | list | tuple):
+        return
+    if is_tensor(returned):
+        return
+    kind = type(returned).__name__
+    text = " ".join(outcome.details)
+    if kind in text or (kind == "str" and "string" in text):
+        return
+    outcome.details[-1] += f" (your function returned {describe(returned)})"
+
+
+def _could_not_use(returned: Any, args: tuple[Any, ...], problem: str) -> str:
+    if returned is not _NOTHING:
+        return f"the checker could not use what your function returned, {describe(returned)} ({problem})"
+    answer = describe(args[0]) if args else "nothing"
+    return f"the checker could not use your answer, {answer} ({problem})"
+
+
+def _failed(title: str, details: list[str], require: bool = False) -> Outcome:
+    outcome = Outcome(title, False, details, exercise=_RUNNING.get())
+    if require:
+        raise AssertionError(str(outcome))
+    return outcome

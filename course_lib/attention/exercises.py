@@ -13,7 +13,15 @@ from collections.abc import Callable
 
 import numpy as np
 
-from course_lib.checker import Outcome, check_cases, diagnose, seeded, to_array
+from course_lib.checker import (
+    Outcome,
+    check_cases,
+    describe,
+    diagnose,
+    guarded,
+    seeded,
+    to_array,
+)
 from course_lib.softmax.reference import softmax as _softmax
 
 __all__ = [
@@ -60,6 +68,7 @@ def _cross(x_q, x_kv, lengths, w_q, w_k, w_v, *, scale=None, mask="keys"):
     return a @ v  # (B, L_q, d_v)
 
 
+@guarded
 def cross_attention(fn: Callable, *, require: bool = False) -> Outcome:
     """Exercise: ``fn(x_q, x_kv, kv_lengths, w_q, w_k, w_v)`` is one head of cross-attention.
 
@@ -155,6 +164,7 @@ def _causal(x, w_q, w_k, w_v, *, scale=None, mask="before", tri=np.tril, axis=-1
     return a @ v  # (L, d_v)
 
 
+@guarded
 def causal_attention(fn: Callable, *, require: bool = False) -> Outcome:
     """Find-the-bug exercise: ``fn(x, w_q, w_k, w_v)`` is one causal self-attention head.
 
@@ -233,6 +243,7 @@ def causal_attention(fn: Callable, *, require: bool = False) -> Outcome:
     )
 
 
+@guarded
 def previous_token_head(fn: Callable, *, require: bool = False) -> Outcome:
     """Exercise: ``fn(L)`` returns ``(W_Q, W_K)``, each of shape (L, d_k), such that for the
     inputs X = I_L (token i is the one-hot vector of its position) every query i >= 1 puts at
@@ -246,7 +257,7 @@ def previous_token_head(fn: Callable, *, require: bool = False) -> Outcome:
 
     def compare(got: object, L: int) -> str | None:
         if not isinstance(got, tuple | list) or len(got) != 2:
-            return "return a pair (W_Q, W_K) of two matrices"
+            return f"return a pair (W_Q, W_K) of two matrices, got {describe(got)}"
         w_q, w_k = (to_array(w) for w in got)
         if w_q is None or w_k is None:
             return "W_Q and W_K must be arrays of numbers"
@@ -289,6 +300,7 @@ def _weights(q: np.ndarray, k: np.ndarray) -> np.ndarray:
     return _softmax(q @ k.T / np.sqrt(q.shape[1]), axis=-1)
 
 
+@guarded
 def torch_head_weights(fn: Callable, *, require: bool = False) -> Outcome:
     """Exercise: ``fn(in_proj_weight, h)`` turns the packed (3d, d) input weight of
     ``torch.nn.MultiheadAttention`` into the per-head ``(w_q, w_k, w_v)``, each (h, d, d_k),
@@ -316,7 +328,7 @@ def torch_head_weights(fn: Callable, *, require: bool = False) -> Outcome:
         d = w.shape[1]
         parts = np.split(w, 3)  # W_Q, W_K, W_V as PyTorch stores them, (d, d) each
         if not isinstance(got, tuple | list) or len(got) != 3:
-            return "return a tuple (w_q, w_k, w_v) of three arrays"
+            return f"return a tuple (w_q, w_k, w_v) of three arrays, got {describe(got)}"
         names = ("w_q", "w_k", "w_v")
         for name, mine, part in zip(names, got, parts, strict=True):
             want = heads(part, h)

@@ -10,7 +10,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from course_lib.checker import Outcome, check_cases, seeded
+from course_lib.checker import Outcome, check_cases, describe, guarded, seeded
 
 __all__ = ["best_span", "corrupt", "head_losses", "wordpiece_encode"]
 
@@ -44,6 +44,7 @@ def _brute_span(s: np.ndarray, e: np.ndarray, max_tokens: int) -> tuple[int, int
     return max(pairs, key=lambda ij: s[ij[0]] + e[ij[1]])
 
 
+@guarded
 def best_span(fn: Callable, *, require: bool = False) -> Outcome:
     """``fn(start_logits, end_logits, max_tokens)`` returns the best (i, j): i <= j < i + max_tokens.
 
@@ -88,6 +89,7 @@ def _corrupt_cases():
     return out
 
 
+@guarded
 def corrupt(fn: Callable, *, require: bool = False) -> Outcome:
     """``fn(tokens, u, random_ids, mask_id, special_ids)`` -> ``(inputs, labels)``: BERT's
     15% / 80-10-10 corruption from one uniform draw ``u`` per position, as
@@ -175,6 +177,7 @@ def _loss_cases():
     return out
 
 
+@guarded
 def head_losses(classification_loss: Callable, span_loss: Callable, tagging_loss: Callable,
                 *, require: bool = False) -> Outcome:  # fmt: skip
     """The three task heads' losses, against :mod:`course_lib.bert.model`'s heads:
@@ -224,7 +227,9 @@ def head_losses(classification_loss: Callable, span_loss: Callable, tagging_loss
         try:
             values = [float(v) for v in got]
         except (TypeError, ValueError):
-            return "each function must return one number (a 0-dim tensor)"
+            return "each function must return one number (a 0-dim tensor), got " + ", ".join(
+                describe(v) for v in got
+            )
         for name, v, w, hints in zip(names, values, want, mistakes, strict=True):
             if abs(v - w) > 1e-9 * max(1.0, abs(w)):
                 hint = next(
@@ -276,6 +281,7 @@ def _shortest_first(word: str, vocab) -> list[str]:
     return out
 
 
+@guarded
 def wordpiece_encode(fn: Callable, *, require: bool = False) -> Outcome:
     """``fn(word, vocab)``: WordPiece's greedy longest-match-first pieces of one word.
 

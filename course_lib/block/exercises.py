@@ -16,7 +16,7 @@ from course_lib.attention.reference import multi_head_attention
 from course_lib.block.config import BlockConfig, DecoderConfig
 from course_lib.block.counting import count_parameters
 from course_lib.block.params import init_decoder_block, init_parameters
-from course_lib.checker import Outcome, check_cases, diagnose, seeded, to_array
+from course_lib.checker import Outcome, check_cases, diagnose, guarded, seeded, to_array
 
 __all__ = [
     "DECODER_CONFIG",
@@ -45,6 +45,7 @@ def _close(got: object, expected: np.ndarray) -> bool:
 
 
 # ------------------------------------------------------------------------------ LayerNorm
+@guarded
 def layer_norm(fn: Callable, *, require: bool = False) -> Outcome:
     """Exercise: ``fn(x, gain, bias, eps=1e-5)`` is LayerNorm over the last axis of x."""
     rng = seeded(SEED)
@@ -115,6 +116,7 @@ def _layer_norm_grad(x: np.ndarray, g: np.ndarray, dy: np.ndarray, eps: float) -
     return xt.grad.numpy()
 
 
+@guarded
 def layer_norm_backward(fn: Callable, *, require: bool = False) -> Outcome:
     """Exercise: ``fn(x, gain, grad_out, eps=1e-5)`` returns dL/dx of LayerNorm over the last
     axis, given dL/dy = ``grad_out`` (the bias does not change it)."""
@@ -135,7 +137,7 @@ def layer_norm_backward(fn: Callable, *, require: bool = False) -> Outcome:
         if _close(got, expected):
             return None
         arr = to_array(got)
-        if arr is not None and arr.shape == expected.shape:
+        if arr is not None and arr.shape == expected.shape and np.all(np.isfinite(arr)):
             mu = x.mean(-1, keepdims=True)
             sigma = np.sqrt(x.var(-1, keepdims=True) + eps)
             gh, xh = dy * g, (x - mu) / sigma
@@ -219,6 +221,7 @@ def _variants(x: np.ndarray, p: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     }
 
 
+@guarded
 def pre_ln_block(fn: Callable, *, require: bool = False) -> Outcome:
     """Exercise: ``fn(x, params)`` is the pre-LN block of :data:`PRE_LN_CONFIG`.
 
@@ -251,6 +254,7 @@ def _gpt_config(n_layers: int, d_model: int, vocab_size: int, context_length: in
     return DecoderConfig(vocab_size, context_length, n_layers, block)
 
 
+@guarded
 def gpt_parameters(fn: Callable, *, require: bool = False) -> Outcome:
     """Exercise: ``fn(n_layers, d_model, vocab_size, context_length)`` counts a GPT exactly.
 
@@ -346,6 +350,7 @@ def _decoder_variants(y, m, p) -> dict[str, np.ndarray]:
     }
 
 
+@guarded
 def decoder_block(fn: Callable, *, require: bool = False) -> Outcome:
     """Exercise: ``fn(y, memory, params)`` is the post-LN decoder block of :data:`DECODER_CONFIG`.
 

@@ -25,7 +25,7 @@ import regex
 from course_lib.bpe.gpt2_files import ENDOFTEXT, load_gpt2, load_tiktoken
 from course_lib.bpe.readable import merge_word
 from course_lib.bpe.train import GPT2_PATTERN
-from course_lib.checker import Outcome, call
+from course_lib.checker import Outcome, call, describe, guarded
 
 __all__ = [
     "UNSEEN", "encode_by_frequency", "frequency_vs_rank", "gpt2_pattern", "gpt2_tokenizer",
@@ -95,6 +95,7 @@ def _gpt2():
     return load_gpt2(), load_tiktoken()
 
 
+@guarded
 def gpt2_pattern(pattern: object, *, require: bool = False) -> Outcome:
     """Exercise: ``pattern`` (a str for the ``regex`` module) pre-tokenises as GPT-2's does.
 
@@ -210,6 +211,8 @@ def _ids(got: object) -> tuple[list[int] | None, str | None]:
     if isinstance(got, str | bytes | dict | set):
         return None, f"return a list of ints, got a {type(got).__name__}"
     if hasattr(got, "tolist"):  # a NumPy array or a torch tensor of ids
+        if getattr(got, "ndim", 1) != 1:
+            return None, f"return a flat list of ints, got {describe(got)}"
         got = got.tolist()
     if not isinstance(got, list | tuple):
         return None, f"return a list of ints, got a {type(got).__name__}"
@@ -242,6 +245,7 @@ def _signature_hint(error: str, expected: str) -> str:
     return error
 
 
+@guarded
 def gpt2_tokenizer(encode: Callable, decode: Callable, *, require: bool = False) -> Outcome:
     """Exercise: ``encode(text)`` and ``decode(ids)`` equal tiktoken's GPT-2 on ordinary text.
 
@@ -311,6 +315,7 @@ def gpt2_tokenizer(encode: Callable, decode: Callable, *, require: bool = False)
     return outcome
 
 
+@guarded
 def special_tokens(fn: Callable, *, require: bool = False) -> Outcome:
     """Exercise: ``fn(text, allowed_special=frozenset())`` encodes GPT-2's ``<|endoftext|>``
     behind an allow-list, as tiktoken does.
@@ -467,6 +472,7 @@ _MERGE_MISTAKES: list[tuple[Callable, str]] = [
 ]
 
 
+@guarded
 def merge_vocab(fn: Callable, *, require: bool = False) -> Outcome:
     """Find-the-bug exercise: ``fn(pair, v_in)`` merges the two symbols ``pair`` wherever they
     stand side by side as whole symbols in the space-separated words of ``v_in`` (a dict of
@@ -543,6 +549,7 @@ def merge_vocab(fn: Callable, *, require: bool = False) -> Outcome:
     return outcome
 
 
+@guarded
 def frequency_vs_rank(text: object) -> Outcome:
     """Debugging exercise: ``text`` is a str on which :func:`encode_by_frequency` and tiktoken
     disagree.

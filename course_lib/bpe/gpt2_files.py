@@ -15,6 +15,7 @@ can be compared id for id.
 
 from __future__ import annotations
 
+import functools
 import json
 import sys
 from pathlib import Path
@@ -55,16 +56,23 @@ def _files() -> tuple[dict[str, int], list[tuple[str, str]]]:
     return encoder, merges
 
 
+@functools.cache
 def load_gpt2() -> Tokenizer:
-    """GPT-2's tokenizer as a course :class:`Tokenizer` (50,257 ids, ``<|endoftext|>`` = 50256)."""
+    """GPT-2's tokenizer as a course :class:`Tokenizer` (50,257 ids, ``<|endoftext|>`` = 50256).
+
+    Built once per process (it takes seconds) and shared: the chapter's cells and its checkers
+    use the same object, so a check after the cells have run does not build it again.
+    """
     encoder, merges = _files()
     vocab = {i: unicode_to_bytes(t) if t != ENDOFTEXT else t.encode() for t, i in encoder.items()}
     pairs = [(unicode_to_bytes(a), unicode_to_bytes(b)) for a, b in merges]
     return Tokenizer(vocab, pairs, special_tokens=[ENDOFTEXT])
 
 
+@functools.cache
 def load_tiktoken():
-    """tiktoken's encoding built from the same local files (tiktoken itself never downloads)."""
+    """tiktoken's encoding built from the same local files (tiktoken itself never downloads);
+    built once per process and shared, like :func:`load_gpt2`."""
     import tiktoken
 
     encoder, _ = _files()

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from course_lib.checker import Outcome, check_cases, diagnose, first_mistake, seeded
+from course_lib.checker import Outcome, check_cases, diagnose, first_mistake, guarded, seeded
 from course_lib.feedback import accelerated as acc
 from course_lib.feedback import ppo
 
@@ -35,6 +35,7 @@ def _with_hints(hints: Callable[[tuple[Any, ...]], list[tuple[Any, str]]]) -> Ca
     return compare
 
 
+@guarded
 def loo_advantages(fn: Callable, *, require: bool = False) -> Outcome:
     """``fn(total)``: leave-one-out advantages of a (prompts, k) NumPy array of total rewards.
 
@@ -102,6 +103,7 @@ def _gae_loop(
     return out
 
 
+@guarded
 def masked_gae(fn: Callable, *, require: bool = False) -> Outcome:
     """``fn(rewards, values, mask, gamma, lam)``: GAE advantages (B, T) of answers padded after
     their last token (``mask`` 1 on each answer's tokens, a prefix of the row), 0 at the padding.

@@ -27,7 +27,15 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from course_lib.checker import Outcome, call, check_cases, diagnose, first_mistake, to_array
+from course_lib.checker import (
+    Outcome,
+    call,
+    check_cases,
+    diagnose,
+    first_mistake,
+    guarded,
+    to_array,
+)
 from course_lib.gpt.config import GPTConfig
 from course_lib.gpt.model import GPT
 
@@ -102,6 +110,7 @@ def _wrong_distributions(
     return out
 
 
+@guarded
 def sampling_probs(fn: Callable, *, require: bool = False) -> Outcome:
     """Exercise: ``fn(logits, temperature, top_k, top_p)`` is the distribution of the next token.
 
@@ -220,6 +229,7 @@ def _run(step: Callable, tokens: list[int], p: dict, c: GPTConfig, **kw: Any) ->
     return torch.stack(rows), cache
 
 
+@guarded
 def cached_step(fn: Callable, *, require: bool = False) -> Outcome:
     """Exercise: ``fn(token, p, c, cache)``: the logits (V,) of one new token, with a KV cache.
 
@@ -338,6 +348,7 @@ def _loss_mistakes(
     ]  # fmt: skip
 
 
+@guarded
 def next_token_loss(fn: Callable, *, require: bool = False) -> Outcome:
     """Find-the-bug exercise: ``fn(logits, x, y)`` is the mean cross-entropy of next-token
     prediction, where ``logits`` (B, L, V) is the model's output on the windows ``x`` (B, L) and
@@ -474,6 +485,7 @@ _MUON_MISTAKES = {
 }
 
 
+@guarded
 def muon_ema(fn: Callable, *, require: bool = False) -> Outcome:
     """Derive exercise: ``fn(grad, momentum, beta)`` is one Muon step in the moving-average
     convention of the reference implementation (KellerJordan/Muon's ``muon_update``):

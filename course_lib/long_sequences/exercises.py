@@ -13,7 +13,17 @@ from collections.abc import Callable
 
 import numpy as np
 
-from course_lib.checker import Outcome, call, check_cases, diagnose, first_mistake, seeded, to_array
+from course_lib.checker import (
+    Outcome,
+    call,
+    check_cases,
+    describe,
+    diagnose,
+    first_mistake,
+    guarded,
+    seeded,
+    to_array,
+)
 from course_lib.checks import as_array, check_int
 from course_lib.long_sequences.checks import check_qkv
 from course_lib.long_sequences.reference import sliding_window_attention as _reference_window
@@ -48,6 +58,7 @@ def _window_variant(q, k, v, w, keys_of, *, scale=None, zero_pad=False):
     return out
 
 
+@guarded
 def window_attention(fn: Callable, *, require: bool = False) -> Outcome:
     """``fn(q, k, v, w)``: attention where query i sees the keys j with ``|i - j| <= w``.
 
@@ -190,6 +201,7 @@ def _update(m, s, acc, logits, values):
     return m_new, alpha * s + p.sum(axis=-1), alpha[:, None] * acc + p @ values
 
 
+@guarded
 def online_softmax_update(fn: Callable, *, require: bool = False) -> Outcome:
     """``fn(m, s, acc, logits, values)`` folds one block of keys into the running statistics.
 
@@ -238,7 +250,7 @@ def online_softmax_update(fn: Callable, *, require: bool = False) -> Outcome:
 
     def compare(got: object, args: tuple) -> str | None:
         if not isinstance(got, tuple | list) or len(got) != 3:
-            return "return three things: the new m, s and acc"
+            return f"return three things: the new m, s and acc; got {describe(got)}"
         want = _update(*args)
         m, s, acc, logits, values = args
         for name, g, w in zip(("m", "s", "acc"), got, want, strict=True):

@@ -11,7 +11,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from course_lib.checker import Outcome, check_cases, diagnose, seeded, to_array
+from course_lib.checker import Outcome, check_cases, diagnose, guarded, seeded, to_array
 
 __all__ = ["WHY_SHAPE", "layer_flops", "linear_weight", "outer_product_sum"]
 
@@ -28,6 +28,7 @@ WHY_SHAPE = (
 SEED = 2024
 
 
+@guarded
 def outer_product_sum(fn: Callable, *, require: bool = False) -> Outcome:
     """Exercise 1.1: ``fn(X, Y)`` returns XY computed as a sum of outer products."""
     rng = seeded(SEED)
@@ -54,6 +55,7 @@ def outer_product_sum(fn: Callable, *, require: bool = False) -> Outcome:
     )
 
 
+@guarded
 def linear_weight(fn: Callable, *, require: bool = False) -> Outcome:
     """Exercise 1.2 (find the bug): ``fn(W)`` turns a notes-convention weight into nn.Linear's.
 
@@ -113,6 +115,7 @@ def linear_weight(fn: Callable, *, require: bool = False) -> Outcome:
     )
 
 
+@guarded
 def layer_flops(fn: Callable, *, require: bool = False) -> Outcome:
     """Exercise 1.3: ``fn(batch, seq_len, d_in, d_out)`` counts the FLOPs of ``X @ W + b``.
 

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 import course_lib.number_formats.reference as ref
-from course_lib.checker import Outcome, check_cases, diagnose, to_array
+from course_lib.checker import Outcome, check_cases, diagnose, guarded, to_array
 
 __all__ = ["absmax_int8_in_float32", "decode_bfloat16", "nf4_codes", "round_to_bfloat16"]
 
@@ -40,6 +40,7 @@ def _bf16_variant(
     return (-1) ** s * math.ldexp((1 if hidden else 0) + f / 2**frac_bits, e - bias)
 
 
+@guarded
 def decode_bfloat16(fn: Callable, *, require: bool = False) -> Outcome:
     """Exercise 12.1: ``fn(bits)`` returns the value (a float) of a 16-bit bfloat16 pattern."""
     patterns = [
@@ -141,6 +142,7 @@ def _is_nan16(b: int) -> bool:
     return (b >> 7) & 0xFF == 0xFF and b & 0x7F != 0
 
 
+@guarded
 def round_to_bfloat16(fn: Callable, *, require: bool = False) -> Outcome:
     """Exercise: ``fn(bits)`` takes a float32 bit pattern (an int, 0 to 2**32 - 1) and returns
     the bfloat16 bit pattern (an int, 0 to 0xFFFF) of its value rounded to nearest, ties to even;
@@ -228,6 +230,7 @@ def _pair(got: Any) -> tuple[np.ndarray | None, np.ndarray | None, str | None]:
     return codes, scales.reshape(-1), None
 
 
+@guarded
 def absmax_int8_in_float32(fn: Callable, *, require: bool = False) -> Outcome:
     """Exercise (find the bug): ``fn(W, block_size)`` quantises a 1-D **bfloat16** tensor ``W``
     to absmax int8 codes per block, computed in float32; returns ``(q, scale)``: the codes (the
@@ -309,6 +312,7 @@ def absmax_int8_in_float32(fn: Callable, *, require: bool = False) -> Outcome:
     )
 
 
+@guarded
 def nf4_codes(fn: Callable, *, require: bool = False) -> Outcome:
     """Exercise: ``fn(W, block_size)`` quantises the 1-D NumPy array ``W`` (its length a
     multiple of ``block_size``) to NF4: each block divided by its absmax, each value replaced by

@@ -19,6 +19,7 @@ from course_lib.checker import (
     diagnose,
     diagnose_number,
     first_mistake,
+    guarded,
     seeded,
 )
 from course_lib.peft import reference as ref
@@ -51,6 +52,7 @@ def _attend(q, k, v, pk, pv, *, order="prefix first", offset=None, scale=True, c
     return (w / w.sum(-1, keepdims=True)) @ vals
 
 
+@guarded
 def prefix_attention(fn: Callable, *, require: bool = False) -> Outcome:
     """``fn(q, k, v, pk, pv)``: causal attention of the tokens with a trained prefix in front.
 
@@ -115,6 +117,7 @@ LLAMA = {
 }
 
 
+@guarded
 def qlora_gb(fn: Callable, *, require: bool = False) -> Outcome:
     """``fn(n_params, d, d_ff, n_layers, r)``: QLoRA's memory in GB (1e9 bytes), no activations.
 
@@ -177,6 +180,7 @@ def diagnose_number_close(got: Any, want: float, mistakes: dict[str, float]) -> 
     return f"you return {value:.6g}, the right value is {want:.6g}"
 
 
+@guarded
 def top_r_energy(fn: Callable, *, require: bool = False) -> Outcome:
     """``fn(delta, r)``: the share of ``||delta||_F^2`` in the r largest singular directions.
 

@@ -21,6 +21,7 @@ from course_lib.checker import (
     check_prediction,
     diagnose,
     first_mistake,
+    guarded,
     seeded,
     to_array,
 )
@@ -41,6 +42,7 @@ def _first_match(arr: np.ndarray | None, candidates: list[tuple[np.ndarray, str]
     return f" ({hint})" if hint else ""
 
 
+@guarded
 def sinusoidal_table(fn: Callable, *, require: bool = False) -> Outcome:
     """Exercise 6.1: ``fn(num_positions, d_model)`` returns the (num_positions, d_model) table of
     eq. (19), interleaved (sin in even columns, cos in odd ones), positions 0..num_positions-1.
@@ -99,6 +101,7 @@ def sinusoidal_table(fn: Callable, *, require: bool = False) -> Outcome:
     )
 
 
+@guarded
 def rotary(fn: Callable, *, require: bool = False) -> Outcome:
     """Exercise 6.2: ``fn(x, positions)`` rotates each pair (2i, 2i+1) of row m of x (L, d) by
     the angle ``positions[m] * 10000^(-2i/d)``, counter-clockwise.
@@ -145,6 +148,7 @@ def rotary(fn: Callable, *, require: bool = False) -> Outcome:
     return check_cases("rotary embeddings", fn, cases, compare=compare, require=require)
 
 
+@guarded
 def skew_step(fn: Callable, *, require: bool = False) -> Outcome:
     """Exercise 6.3: ``fn(A)`` turns ``A = Q E_r^T`` (L, L) into the relative logits D (L, L):
     steps 2-7 of Algorithm 1 with the corrected mask (zeros above the diagonal).
@@ -197,6 +201,7 @@ def skew_step(fn: Callable, *, require: bool = False) -> Outcome:
     return check_cases("the skewing step", fn, cases, compare=compare, require=require)
 
 
+@guarded
 def rotary_half(fn: Callable, *, require: bool = False) -> Outcome:
     """Exercise: ``fn(x, positions)`` is rotary embedding in the split-half layout of GPT-NeoX
     and LLaMA: column i is paired with column i + d/2 and the pair is rotated counter-clockwise
@@ -272,6 +277,7 @@ RECENT_EXPLANATION = (
 )
 
 
+@guarded
 def scheme_prediction(
     prediction: object, actual: str, *, explanation: str = RECENT_EXPLANATION
 ) -> Outcome:

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from course_lib.checker import Outcome, check_cases, diagnose, seeded, to_array
+from course_lib.checker import Outcome, check_cases, diagnose, guarded, seeded, to_array
 from course_lib.softmax import reference as ref
 
 __all__ = [
@@ -39,6 +39,7 @@ def _not_finite(arr: Any) -> bool:
     return a is not None and not np.all(np.isfinite(a))
 
 
+@guarded
 def stable_softmax(fn: Callable, *, require: bool = False) -> Outcome:
     """Exercise 2.1: ``fn(x)`` is the softmax over the last axis of a 1-D or 2-D array."""
     rng = seeded(SEED)
@@ -93,6 +94,7 @@ def stable_softmax(fn: Callable, *, require: bool = False) -> Outcome:
         )
 
 
+@guarded
 def softmax_jacobian(fn: Callable, *, require: bool = False) -> Outcome:
     """Exercise 2.4: ``fn(x)`` returns the (K, K) Jacobian of softmax at a 1-D x."""
     rng = seeded(SEED)
@@ -144,6 +146,7 @@ def _smoothed_target(K: int, t: int, eps: float) -> np.ndarray:
     return q
 
 
+@guarded
 def smoothed_ce_gradient(fn: Callable, *, require: bool = False) -> Outcome:
     """Derive exercise: ``fn(z, t, eps)`` is the gradient of cross-entropy with label smoothing.
 
@@ -222,6 +225,7 @@ def _top_p_mask(probs: np.ndarray, p: float) -> np.ndarray:
     return probs >= ranked[n - 1]
 
 
+@guarded
 def top_p(fn: Callable, *, require: bool = False) -> Outcome:
     """Exercise: ``fn(probs, p)`` returns a boolean mask of the tokens top-p sampling keeps.
 
@@ -298,6 +302,8 @@ def top_p(fn: Callable, *, require: bool = False) -> Outcome:
             return f"return one True/False per token, shape {want.shape}, got shape {arr.shape}" + (
                 " (the indices of the kept tokens instead of a mask?)" if arr.ndim == 1 else ""
             )
+        if not np.all(np.isfinite(arr)):
+            return "your mask holds NaN or inf: return True/False (or 1/0) per token"
         if not np.all((arr == 0) | (arr == 1)):
             return "return True/False (or 1/0) per token, not probabilities or logits"
         mask = arr.astype(bool)

@@ -17,7 +17,7 @@ import random
 from collections import Counter
 from collections.abc import Callable
 
-from course_lib.checker import Outcome, check_cases, diagnose_number
+from course_lib.checker import Outcome, check_cases, diagnose_number, guarded
 from course_lib.text_metrics import (
     brevity_penalty,
     clipped_counts,
@@ -146,6 +146,7 @@ def _clipping_mistakes(cand: list[str], refs: list[list[str]], n: int) -> dict:
     } | colleague  # the debugging exercise's bugs name themselves first
 
 
+@guarded
 def clipped_matches(fn: Callable, *, require: bool = False) -> Outcome:
     """Exercise 3.1: ``fn(candidate, references, n)`` returns ``(clipped matches, total)``.
 
@@ -239,6 +240,7 @@ def _bp_mistakes(cand_lengths: list[int], ref_lengths: list[list[int]]) -> dict[
     }
 
 
+@guarded
 def corpus_brevity_penalty(fn: Callable, *, require: bool = False) -> Outcome:
     """Exercise 3.2: ``fn(candidate_lengths, reference_lengths)`` returns BP of eq. (8).
 
@@ -295,6 +297,7 @@ def _rouge_mistakes(cand: list[str], refs: list[list[str]], n: int) -> dict[str,
     }
 
 
+@guarded
 def rouge_n_eq12(fn: Callable, *, require: bool = False) -> Outcome:
     """Exercise 3.3: ``fn(candidate, references, n)`` returns ROUGE-n of eq. (12) (token lists)."""
     rng = _rng()
