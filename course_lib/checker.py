@@ -17,7 +17,7 @@ import numbers
 import re
 import sys
 import traceback
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -203,6 +203,8 @@ def call(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> tuple[Any, str | 
 
     The result is remembered, so that :func:`guarded` can name it if the checker cannot use it.
     """
+    if not callable(fn):
+        return None, f"expected a function, got {describe(fn)}"
     try:
         result = fn(*args, **kwargs)
         _LAST_RETURN.set(result)
@@ -278,13 +280,18 @@ def check_prediction(
     rtol: float = 0.05,
     atol: float = 0.0,
     explanation: str = "",
+    mistakes: Iterable[tuple[Any, str]] | Mapping[Any, str] = (),
 ) -> Outcome:
     """A predict-then-check exercise: compare what the learner wrote down with what ran.
 
     ``prediction`` is the learner's answer (a number, a string, a bool, a tuple such as a shape,
-    or an array); ``actual`` the computed one. Numbers count as right within ``rtol``/``atol``
-    (a prediction is an estimate); everything else must be equal. ``None`` means "not predicted
-    yet". The verdict says both values and, once the prediction is in, ``explanation``.
+    a pair of lists, or an array); ``actual`` the computed one. Numbers count as right within
+    ``rtol``/``atol`` (a prediction is an estimate), in any form: int or NumPy int, float32 or
+    float64, a list, a tuple, an array or a tensor, even a number typed as a string ("16");
+    whole numbers in a tuple (a shape) must be equal; NaN matches NaN; strings and bools must be
+    equal. ``None`` means "not predicted yet". The verdict says both values and, once the
+    prediction is in, ``explanation`` (why the right value is what it is); ``mistakes`` pairs
+    common wrong values with what each one means, said when the prediction is one of them.
 
     >>> check_prediction(None, 4, what="the number of heads").passed
     False
@@ -294,28 +301,79 @@ def check_prediction(
        - d_k = 4
     >>> check_prediction((2, 3), (3, 2), what="the shape").passed
     False
+    >>> check_prediction([2, 3], (2, 3), what="the shape").passed
+    True
+    >>> check_prediction((2, 3), (2, 4), what="the shape", rtol=0.5).passed  # a shape is exact
+    False
+    >>> check_prediction("16", 16.0, what="the variance").passed
+    True
+    >>> check_prediction(([0.5, 0.5], [float("nan")] * 2), ([0.5, 0.5], [np.nan] * 2), what="p").passed
+    True
+    >>> print(check_prediction(64.0, 16.0, what="the variance", mistakes={64: "not scaled"}))
+    ❌ Not yet: your prediction of the variance
+       - you predicted 64; the cell computed 16
+       - 64 is what you get if not scaled
     """
     title = f"your prediction of {what}"
     if prediction is None or prediction is ...:
         return Outcome(title, False, ["write your prediction first (replace None), then run"])
-    if isinstance(actual, bool | str | tuple) or isinstance(prediction, bool | str | tuple):
-        right = prediction == actual
-    else:
-        a, p = to_array(actual), to_array(prediction)
-        right = (
-            a is not None
-            and p is not None
-            and a.shape == p.shape
-            and bool(np.allclose(p, a, rtol=rtol, atol=atol))
-        )
-
-    def show(x: Any) -> str:
-        return f"{x:.4g}" if isinstance(x, float) else str(x)
-
-    details = [f"you predicted {show(prediction)}; the cell computed {show(actual)}"]
+    try:
+        right = _same(prediction, actual, rtol, atol)
+    except Exception:
+        right = False
+    details = [f"you predicted {_show(prediction)}; the cell computed {_show(actual)}"]
+    if not right:
+        pairs = mistakes.items() if isinstance(mistakes, Mapping) else mistakes
+        for wrong, meaning in pairs:
+            try:
+                hit = _same(prediction, wrong, rtol, atol)
+            except Exception:
+                hit = False
+            if hit:
+                details.append(f"{_show(wrong)} is what you get if {meaning}")
+                break
     if explanation:
         details.append(explanation)
     return Outcome(title, bool(right), details)
+
+
+def _same(p: Any, a: Any, rtol: float, atol: float) -> bool:
+    """Whether prediction ``p`` matches ``a`` (see :func:`check_prediction`)."""
+    if isinstance(p, str) and not isinstance(a, str) and not isinstance(a, bool | np.bool_):
+        try:
+            p = float(p.strip().replace("_", ""))  # "16" for 16
+        except ValueError:
+            return False
+    if isinstance(a, str) or isinstance(p, str):
+        return isinstance(a, str) and isinstance(p, str) and p == a
+    if isinstance(a, bool | np.bool_) or isinstance(p, bool | np.bool_):
+        return isinstance(p, bool | np.bool_) and isinstance(a, bool | np.bool_) and p == a
+    if isinstance(a, tuple | list) and isinstance(p, tuple | list):
+        if len(a) != len(p):
+            return False
+        return all(
+            x == y if _whole(x) and _whole(y) else _same(x, y, rtol, atol)  # a shape: exact
+            for x, y in zip(p, a, strict=True)
+        )
+    x, y = to_array(p), to_array(a)
+    if x is None or y is None or x.shape != y.shape:
+        return False
+    return bool(np.allclose(x, y, rtol=rtol, atol=atol, equal_nan=True))
+
+
+def _whole(x: Any) -> bool:
+    return isinstance(x, numbers.Integral) and not isinstance(x, bool | np.bool_)
+
+
+def _show(x: Any) -> str:
+    try:
+        if isinstance(x, float | np.floating):
+            return f"{float(x):.4g}"
+        if isinstance(x, str):
+            return repr(x)
+        return _short(str(x), 200)
+    except Exception:
+        return describe(x)
 
 
 # -- the safety net of every checker ------------------------------------------------------------
@@ -351,9 +409,11 @@ def describe(value: Any) -> str:
             return f"the str {_short(repr(value))}"
         if isinstance(value, np.ndarray) or is_tensor(value):
             shape = tuple(int(n) for n in value.shape)
-            what = "array" if isinstance(value, np.ndarray) else "tensor"
-            return f"an {what} of shape {shape} ({str(value.dtype).removeprefix('torch.')})"
-        if isinstance(value, numbers.Number | np.generic):
+            what = "an array" if isinstance(value, np.ndarray) else "a tensor"
+            return f"{what} of shape {shape} ({str(value.dtype).removeprefix('torch.')})"
+        if isinstance(value, np.generic):
+            return f"the {kind} {_short(repr(value.item()))}"
+        if isinstance(value, numbers.Number):
             return f"the {kind} {_short(repr(value))}"
         if isinstance(value, list | tuple | dict | set | frozenset):
             return f"a {kind} of {len(value)} item{'s' * (len(value) != 1)}"
@@ -373,10 +433,11 @@ def _short(text: str, n: int = 60) -> str:
 def guarded(checker: Callable[..., Outcome]) -> Callable[..., Outcome]:
     """Make ``checker`` (a public checker of a chapter's ``exercises.py``) safe on garbage.
 
-    Every argument annotated ``Callable`` must be callable, or the verdict says what it is; an
-    exception that escapes the checker itself (garbage it did not foresee: a generator, bytes,
-    an object that breaks on use) becomes a failed verdict naming what the learner's function
-    last returned, never a traceback from inside the course; and the verdicts the checker makes
+    An exception that escapes the checker itself (garbage it did not foresee: a generator,
+    bytes, an object that breaks on use, something else where a function belongs) becomes a
+    failed verdict naming what the learner's function last returned, never a traceback from
+    inside the course; a failed verdict that does not say what an odd return was (a str, bytes,
+    a generator, an object) gets it added; and the verdicts the checker makes
     are recorded in the learner's progress under the checker's own name. ``require=True`` still
     raises ``AssertionError`` on a failed verdict.
 
@@ -389,8 +450,8 @@ def guarded(checker: Callable[..., Outcome]) -> Callable[..., Outcome]:
        - the checker could not use what your function returned, a generator (return a list: \
 list(...) around it) (TypeError: unsupported operand type(s) for +: 'generator' and 'int')
     >>> print(total(None))
-    ❌ Not yet: check.total
-       - fn must be a function, got None
+    ❌ Not yet: a total
+       - expected a function, got None
     """
     module = checker.__module__ or ""
     found = re.match(r"course_lib\.(\w+)\.exercises$", module)
@@ -413,10 +474,11 @@ list(...) around it) (TypeError: unsupported operand type(s) for +: 'generator' 
             except TypeError as exc:
                 how = f"call it as check.{checker.__name__}{signature}"
                 return _failed(title, [f"{how}: {exc}"], require)
-            for name in functions:
-                if name in bound.arguments and not callable(bound.arguments[name]):
-                    got = describe(bound.arguments[name])
-                    return _failed(title, [f"{name} must be a function, got {got}"], require)
+            not_functions = [
+                f"{name} must be a function, got {describe(bound.arguments[name])}"
+                for name in functions
+                if name in bound.arguments and not callable(bound.arguments[name])
+            ]
             try:
                 outcome = checker(*args, **kwargs)
                 if not outcome.passed and outcome.details:
@@ -429,6 +491,8 @@ list(...) around it) (TypeError: unsupported operand type(s) for +: 'generator' 
                 returned = _LAST_RETURN.get()
                 return _failed(title, [_could_not_use(returned, args, problem)], require)
             except Exception as exc:
+                if not_functions:
+                    return _failed(title, not_functions, require)
                 returned = _LAST_RETURN.get()
                 problem = f"{type(exc).__name__}: {_short(str(exc), 200)}"
                 return _failed(title, [_could_not_use(returned, args, problem)], require)

@@ -17,6 +17,10 @@ An exercise is known by its checker: ``("softmax", "stable_softmax")`` for
 >>> entry = load(path)["softmax"]["stable_softmax"]
 >>> entry["passed"], entry["attempts"]
 (True, 2)
+>>> record("softmax", "stable_softmax", False, path=path)  # the latest verdict counts
+>>> entry = load(path)["softmax"]["stable_softmax"]
+>>> entry["passed"], entry["solved_before"]
+(False, True)
 """
 
 from __future__ import annotations
@@ -50,7 +54,9 @@ def progress_file() -> Path:
 
 
 def load(path: str | os.PathLike | None = None) -> dict[str, dict[str, dict]]:
-    """The record: ``{chapter package: {exercise: {"passed", "when", "attempts"}}}``."""
+    """The record: ``{chapter package: {exercise: {"passed", "when", "attempts",
+    "solved_before"}}}``; ``passed`` is the latest verdict, ``solved_before`` whether an earlier
+    one passed (a solved exercise whose latest check failed is shown as failing again)."""
     path = Path(path) if path is not None else progress_file()
     try:
         data = json.loads(path.read_text())
@@ -72,6 +78,7 @@ def record(
     entry = data.setdefault(chapter, {}).setdefault(exercise, {"attempts": 0})
     entry.update(
         passed=bool(passed),
+        solved_before=bool(entry.get("solved_before") or entry.get("passed")),
         when=datetime.now(UTC).isoformat(timespec="seconds"),
         attempts=int(entry.get("attempts", 0)) + 1,
     )

@@ -204,3 +204,21 @@ def test_every_checker_is_guarded(package, name):
     """course_lib.checker.guarded: the safety net, and progress under the checker's own name."""
     fn = getattr(importlib.import_module(f"course_lib.{package}.exercises"), name)
     assert getattr(fn, "guarded", False), f"decorate {package}.{name} with @guarded"
+
+
+@pytest.mark.parametrize(
+    ("what", "prediction", "pattern"),
+    [(w, v, p) for w, v, p in GARBAGE_VALUES if w != "None"]
+    + [("a function", _raises, r"function"), ("an array", np.zeros((7, 3)), r".")],
+)
+def test_a_prediction_of_garbage_fails_and_shows_it(what, prediction, pattern):
+    from course_lib.checker import check_prediction
+
+    for actual in (16.0, (4, 2, 5, 6), "alibi", ([0.5, 0.5], [float("nan")] * 2), True):
+        outcome = check_prediction(prediction, actual, what="x", mistakes={3: "a mistake"})
+        assert isinstance(outcome, Outcome)
+        str(outcome).encode("utf-8")
+        assert not outcome.passed or (what == "an int" and actual == 3), (what, actual)
+        assert outcome.details[0].startswith("you predicted "), outcome.details
+        if what in ("a generator", "a hostile object", "a function"):  # shown by its type
+            assert re.search(pattern, outcome.details[0]), outcome.details

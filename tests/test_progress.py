@@ -89,3 +89,28 @@ def test_the_report_counts_each_chapters_checked_exercises(record_file, capsys):
         [chapter], {"matmul": {k: {"passed": True} for e in exercises for k in e.keys}}
     )
     assert exercise_keys("check_prediction(p, 3)") is None
+
+
+def test_a_later_failure_is_shown(record_file):
+    from pathlib import Path
+
+    chapter = Path(__file__).resolve().parent.parent / "notebooks" / "01_matmul.ipynb"
+    check.linear_weight(_right)._repr_html_()
+    check.linear_weight(_wrong)._repr_html_()  # solved, then a failing check
+    text = report([chapter], progress.load())
+    assert text.splitlines()[0].startswith("01_matmul                     0/4   left: ")
+    assert "(solved before; your latest check of it failed)" in text
+
+
+def test_a_failure_inside_a_helper_is_recorded_under_the_checker(record_file):
+    """A checker that builds its verdict in a helper (bpe's ``fail``), one that refuses an
+    argument before it runs, and one whose own code breaks on garbage: all are recorded under
+    the exercise's checker, never under the helper."""
+    from course_lib.bpe import exercises as bpe
+
+    out = bpe.gpt2_tokenizer(lambda text: [], lambda ids: "")  # fails inside `fail`
+    assert out.exercise == ("bpe", "gpt2_tokenizer") and not out.passed
+    assert bpe.gpt2_tokenizer(None, None).exercise == ("bpe", "gpt2_tokenizer")
+    assert check.linear_weight(lambda W: (x for x in W)).exercise == ("matmul", "linear_weight")
+    out._repr_html_()
+    assert list(progress.load()["bpe"]) == ["gpt2_tokenizer"]

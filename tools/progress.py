@@ -67,6 +67,14 @@ def chapter_exercises(path: Path) -> tuple[str | None, list[Exercise]]:
     return (found.group(1) if found else None), exercises
 
 
+def _failing_again(exercise: Exercise, mine: dict) -> str:
+    """A note for an exercise that was solved once but whose latest check failed."""
+    entries = [mine.get(k, {}) for k in exercise.keys]
+    if any(e.get("solved_before") and not e.get("passed") for e in entries):
+        return " (solved before; your latest check of it failed)"
+    return ""
+
+
 def report(notebooks: list[Path], record: dict) -> str:
     lines = []
     done = total = 0
@@ -80,7 +88,7 @@ def report(notebooks: list[Path], record: dict) -> str:
         done, total = done + len(solved), total + len(exercises)
         line = f"{path.stem:<28} {len(solved):>2}/{len(exercises):<2}"
         if left and len(solved) + sum(any(k in mine for k in e.keys) for e in left):
-            line += "  left: " + "; ".join(e.title for e in left)
+            line += "  left: " + "; ".join(e.title + _failing_again(e, mine) for e in left)
         elif not left and exercises:
             line += "  all done"
         lines.append(line.rstrip())
