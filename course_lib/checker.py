@@ -248,10 +248,22 @@ def check_cases(
     return outcome
 
 
-def diagnose_number(got: Any, want: float, mistakes: dict[str, float] | None = None) -> str | None:
+def diagnose_number(
+    got: Any,
+    want: float,
+    mistakes: dict[str, float] | None = None,
+    *,
+    rel_tol: float = 1e-6,
+    abs_tol: float = 1e-9,
+) -> str | None:
     """Compare a scalar answer with ``want``; name the mistake when it equals a known wrong value.
 
-    ``mistakes`` maps a hint to the value that mistake produces.
+    ``mistakes`` maps a hint to the value that mistake produces. The default tolerance lets a
+    right answer computed in float32 pass (a relative error about 1e-7), and a NumPy number or
+    a one-number array or tensor counts as a number.
+
+    >>> diagnose_number(np.float32(1 / 3), 1 / 3) is None
+    True
 
     >>> diagnose_number(0.5, 0.5) is None
     True
@@ -260,17 +272,19 @@ def diagnose_number(got: Any, want: float, mistakes: dict[str, float] | None = N
     >>> print(diagnose_number("0.5", 0.5))
     return a number, got str
     """
-    if isinstance(got, bool | str | bytes):
+    if isinstance(got, bool | str | bytes | np.bool_):
         return f"return a number, got {type(got).__name__}"
     try:
         value = float(got)
-    except (TypeError, ValueError):
-        return f"return a number, got {type(got).__name__}"
-    if math.isclose(value, want, rel_tol=1e-9, abs_tol=1e-12):
+    except (TypeError, ValueError, RuntimeError):
+        return f"return a number, got {describe(got)}"
+    if math.isnan(value):
+        return f"you return NaN, the right value is {want:.6g}"
+    if math.isclose(value, want, rel_tol=rel_tol, abs_tol=abs_tol):
         return None
     message = f"you return {value:.6g}, the right value is {want:.6g}"
     for hint, wrong in (mistakes or {}).items():
-        if math.isclose(value, wrong, rel_tol=1e-9, abs_tol=1e-12):
+        if math.isclose(value, wrong, rel_tol=rel_tol, abs_tol=abs_tol):
             return f"{message}: {hint}"
     return message
 

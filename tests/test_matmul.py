@@ -276,3 +276,27 @@ def test_practical_peak_and_the_nominal_comparison_hold_on_any_machine():
     assert "boost" not in compare_with_nominal(100.0, peak, "float32")
     with pytest.raises(ValueError, match="no np.matmul or torch.matmul record in float64"):
         practical_peak(records, "float64")
+
+
+def test_outer_product_sum_names_the_typical_mistakes():
+    def last_only(X, Y):
+        total = None
+        for k in range(X.shape[1]):
+            total = np.outer(X[:, k], Y[k])  # overwritten, not added
+        return total
+
+    def unsummed(X, Y):
+        return np.stack([np.outer(X[:, k], Y[k]) for k in range(X.shape[1])])
+
+    def rows_with_columns(X, Y):
+        return sum(np.outer(X[k], Y[:, k]) for k in range(X.shape[0]))
+
+    for wrong, words in (
+        (last_only, "kept only the last outer product"),
+        (unsummed, "add them up"),
+        (rows_with_columns, "paired row k of X with column k of Y"),
+        (lambda X, Y: X * Y, "elementwise product"),
+        (lambda X, Y: np.outer(X[:, 0], Y[0]), "stopped after the first outer product"),
+    ):
+        outcome = check.outer_product_sum(wrong)
+        assert not outcome and words in str(outcome), (words, str(outcome))

@@ -11,7 +11,15 @@ from collections.abc import Callable
 
 import numpy as np
 
-from course_lib.checker import Outcome, check_cases, diagnose, guarded, seeded, to_array
+from course_lib.checker import (
+    Outcome,
+    check_cases,
+    diagnose,
+    first_mistake,
+    guarded,
+    seeded,
+    to_array,
+)
 
 __all__ = ["WHY_SHAPE", "layer_flops", "linear_weight", "outer_product_sum"]
 
@@ -47,10 +55,37 @@ def outer_product_sum(fn: Callable, *, require: bool = False) -> Outcome:
             (rng.standard_normal((1, 6)), rng.standard_normal((6, 1))),
         ),
     ]
+
+    def compare(got: object, args: tuple[np.ndarray, np.ndarray]) -> str | None:
+        X, Y = args
+        problem = diagnose(got, X @ Y)
+        if problem is None:
+            return None
+        outers = np.stack([np.outer(X[:, k], Y[k]) for k in range(X.shape[1])])
+        if X.shape[1] > 1 and first_mistake(got, [(outers, "")]) is not None:
+            return (
+                f"you return the {X.shape[1]} outer products one by one, shape {outers.shape}: "
+                "add them up into one (m, n) matrix"
+            )
+        hint = first_mistake(
+            got,
+            [
+                (outers[-1], "you kept only the last outer product: add each one to the total "
+                 "(total += ...), do not overwrite it"),
+                (outers[0], "you stopped after the first outer product: sum over every k"),
+                (X.T @ Y.T, "you paired row k of X with column k of Y: the outer products pair "
+                 "column k of X with row k of Y"),
+                (X * Y if X.shape == Y.shape else np.empty(0), "that is the elementwise product "
+                 "X * Y: an outer product np.outer(X[:, k], Y[k]) is (m, n)"),
+            ],
+        ) if X.shape[1] > 1 or X.shape == Y.shape else None  # fmt: skip
+        return f"{problem}: {hint}" if hint else problem
+
     return check_cases(
         "the product as a sum of outer products",
         fn,
-        [(d, (X, Y), X @ Y) for d, (X, Y) in cases],
+        [(d, (X, Y), (X, Y)) for d, (X, Y) in cases],
+        compare=compare,
         require=require,
     )
 
