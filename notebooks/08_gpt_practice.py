@@ -997,12 +997,13 @@ check.muon_ema(my_muon, require=True)
 # step in our 4-layer model. The training step costs about $6N$ FLOPs per token,
 # $N \approx 0.8$ M here, so about 4 GFLOP for our 768 tokens per step. Muon's work does not
 # grow with the batch; the model's does. With 768 tokens a step the orthogonalisation is
-# about two thirds as many FLOPs again (its matrix products run faster per FLOP than the model's small ones, so the measured extra
-# cost is nearer a half: 45% in section 8.11's table); the speed-run's steps hold hundreds of
-# thousands of tokens, so the same work is below one per cent (Jordan et al. put Muon's extra
-# FLOPs at $5m/B$ of the model's for width $m$ and $B$ tokens a step: 0.7% for the speed-run's
-# $m = 768$ and $B = 524{,}288$) {cite}`jordan2024muon`. On a CPU at this scale Muon must
-# save more than $1 - 1/1.45 \approx 31\%$ of the steps to win on the clock; it saved half.
+# about two thirds as many FLOPs again (its matrix products run faster per FLOP than the
+# model's small ones, so the measured extra cost is nearer a half: 45% in section 8.11's
+# table); the speed-run's steps hold hundreds of thousands of tokens, so the same work is
+# below one per cent (Jordan et al. put Muon's extra FLOPs at $5m/B$ of the model's for width
+# $m$ and $B$ tokens a step: 0.7% for the speed-run's $m = 768$ and $B = 524{,}288$)
+# {cite}`jordan2024muon`. On a CPU at this scale Muon must save more than
+# $1 - 1/1.45 \approx 31\%$ of the steps to win on the clock; it saved half.
 #
 # ```{solution-end}
 # ```
