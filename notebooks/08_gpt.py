@@ -52,8 +52,8 @@ if "google.colab" in sys.modules or os.environ.get("COURSE_COLAB") == "1":
 #
 # **Assumes**: chapters 2 (softmax, sampling), 4 (causal attention), 5 (the block and the
 # decoder-only model), 6 (positions) and 7 (tokenisers); PyTorch's autograd and optimisers.
-# **Core path**: about 53 minutes, every section of this part (it has no optional sections;
-# part 2 has them), and the exercises at the end about 60 (the two implementations
+# **Core path**: about 53 minutes, every section of this part (its optional sections add about
+# 0 minutes; part 2 has them), and the exercises at the end about 60 (the two implementations
 # of the chapter's signature algorithms, 20 minutes each, take most of it).
 #
 # The chapter follows sections 4 to 6 of Strabel's notes {cite}`strabel2023transformers` (GPT
