@@ -748,8 +748,8 @@ assert check_prediction(
 # learning rate is then gentle at the top of a deep stack from the first step. In a post-LN stack
 # every sum is normalised, so the stream never grows and nothing scales the top blocks' gradients
 # down: at initialisation they are, on average, as large as any in the stack (the left panel,
-# where the seeds disagree) and they do not shrink with depth. A full-size first step changes the top
-# blocks most, before the lower ones have learned anything, and training can stall (section
+# where the seeds disagree) and they do not shrink with depth. A full-size first step changes
+# the top blocks most, before the lower ones have learned anything, and training can stall (section
 # 5.8's 6-block post-LN runs at $10^{-2}$ stay at chance on every seed); warm-up keeps the first
 # steps small until the gradients settle {cite}`xiong2020layer`.
 #
