@@ -532,10 +532,11 @@ plt.show()
 # bfloat16 matmul accumulates in float32 too, and then rounds each output to bfloat16 once: its
 # error is at most half a bfloat16 step per output, independent of $K$. Accumulating in bfloat16
 # itself loses more with every term: several percent at $K = 4096$, and still growing. Hardware
-# does not always accumulate in a full float32: on CUDA, cuBLAS may use reduced precision for parts of a bfloat16
-# reduction unless `torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction` is turned
-# off, and DeepSeek-V3's authors measured the FP8 matrix products of NVIDIA's H800 accumulating in
-# about 14 bits, so they moved the partial sums to float32 every 128 products themselves
+# does not always accumulate in a full float32: on CUDA, cuBLAS may use reduced precision for
+# parts of a bfloat16 reduction unless
+# `torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction` is turned off, and
+# DeepSeek-V3's authors measured the FP8 matrix products of NVIDIA's H800 accumulating in about 14
+# bits, so they moved the partial sums to float32 every 128 products themselves
 # {cite}`deepseek2024v3`.
 #
 # ### Loss scaling for float16 gradients
