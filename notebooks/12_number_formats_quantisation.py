@@ -576,8 +576,8 @@ print("Lloyd's levels:", fitted.round(2))
 # fitted to, and even more, 5%, on the random normal ones: NF4 is built to use its 16 levels
 # equally often, which QLoRA argues is optimal for normal data in the information-theoretic sense,
 # not to minimise the squared error. The fitted levels move off the ends: they have no exact
-# $\pm 1$ (so each block's absmax is no longer stored exactly) and no exact zero (so zero weights and
-# padding become small non-zero numbers). QLoRA keeps NF4 for that exactness, and because one
+# $\pm 1$ (so each block's absmax is no longer stored exactly) and no exact zero (so zero weights
+# and padding become small non-zero numbers). QLoRA keeps NF4 for that exactness, and because one
 # fixed code book serves every model and every kernel, while a fitted one would have to be
 # computed for each model, stored beside it and supported by the kernels, for a gain of a few per
 # cent.
