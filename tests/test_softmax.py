@@ -694,3 +694,10 @@ def test_checkers_explain_mistakes(checker, wrong, words):
     assert not outcome and words in str(outcome), str(outcome)
     with pytest.raises(AssertionError):
         checker(wrong, require=True)
+
+
+def test_softmax_jacobian_names_subtracting_the_vector():
+    out = check.softmax_jacobian(lambda x: np.diag(_sm(x)) - _sm(x)[None, :])
+    assert not out and "not the vector s" in str(out)
+    out = check.softmax_jacobian(lambda x: np.diag(_sm(x)))
+    assert not out and "s s^T is missing" in str(out)

@@ -733,3 +733,33 @@ def test_benchmark_runs_and_agrees_on_its_quick_size():
     ]
     assert all(r["abs_diff"] <= 1e-9 and r["same_counts"] in (True, "n/a") for r in rows)
     assert "target (at least as fast as sacrebleu" in bench.summary(rows)  # speed not asserted
+
+
+@pytest.mark.parametrize(
+    ("checker", "mistakes", "n_mistakes"),
+    [
+        ("corpus_brevity_penalty", "_bp_mistakes", 4),
+        ("rouge_n_eq12", "_rouge_mistakes", 5),
+    ],
+)
+def test_every_named_mistake_of_the_number_checkers_is_reached(checker, mistakes, n_mistakes):
+    """Issue 44, item 3: a learner's function that makes one known mistake on every case gets
+    that mistake's words (or those of another mistake with the same value on the failing case)."""
+    from course_lib.text_metrics import exercises
+
+    table = getattr(exercises, mistakes)
+    named = 0
+    for hint in table(*_FIRST_ARGS[checker]):
+        outcome = getattr(check, checker)(lambda *a, hint=hint: table(*a)[hint])
+        if outcome.passed:  # this mistake gives the right value on every case
+            continue
+        text = str(outcome)
+        assert any(h in text for h in table(*_FIRST_ARGS[checker])), text
+        named += hint in text
+    assert named >= min(3, n_mistakes)
+
+
+_FIRST_ARGS = {
+    "corpus_brevity_penalty": ([6, 6], [[3, 7], [2, 6]]),
+    "rouge_n_eq12": ("the the cat".split(), ["the the the cat".split()], 1),
+}
