@@ -300,3 +300,9 @@ def test_outer_product_sum_names_the_typical_mistakes():
     ):
         outcome = check.outer_product_sum(wrong)
         assert not outcome and words in str(outcome), (words, str(outcome))
+
+
+def test_layer_flops_takes_every_form_of_a_right_count():
+    flops = SOLUTIONS["flops"]
+    for form in (int, np.int64, float, np.float64):
+        assert check.layer_flops(lambda *s, form=form: form(flops(*s)), require=True)

@@ -763,3 +763,20 @@ _FIRST_ARGS = {
     "corpus_brevity_penalty": ([6, 6], [[3, 7], [2, 6]]),
     "rouge_n_eq12": ("the the cat".split(), ["the the the cat".split()], 1),
 }
+
+
+@pytest.mark.parametrize("form", ["float", "float64", "float32", "tensor", "rounded"])
+def test_the_number_checkers_take_every_form_of_a_right_number(form):
+    """Issue 44, item 2: a right number passes as a float, a NumPy float64 or float32, a 0-dim
+    tensor, or rounded to 9 decimals."""
+    import torch
+
+    make = {
+        "float": float,
+        "float64": np.float64,
+        "float32": np.float32,
+        "tensor": torch.tensor,
+        "rounded": lambda v: round(v, 9),
+    }[form]
+    assert check.corpus_brevity_penalty(lambda c, r: make(bp_solution(c, r)), require=True)
+    assert check.rouge_n_eq12(lambda c, rs, n: make(rouge_solution(c, rs, n)), require=True)
