@@ -374,32 +374,6 @@ class _Worker:
             self.kill()
 
 
-_SEED_DIR: list[str] = []
-
-
-def _prepared_caches() -> str | None:
-    """A folder with matplotlib's font list built once (about 2 s of CPU that every
-    submission would otherwise spend); its files are copied into each submission's folder."""
-    if _SEED_DIR:
-        return _SEED_DIR[0]
-    import tempfile
-
-    folder = tempfile.mkdtemp(prefix="grade-caches-")
-    os.chmod(folder, 0o755)
-    env = {**os.environ, "MPLCONFIGDIR": folder, "MPLBACKEND": "Agg"}
-    try:
-        subprocess.run(
-            [sys.executable, "-c", "import matplotlib.font_manager"], env=env, timeout=300,
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False,
-        )  # fmt: skip
-    except (OSError, subprocess.SubprocessError):
-        pass
-    for name in os.listdir(folder):
-        os.chmod(os.path.join(folder, name), 0o644)
-    _SEED_DIR.append(folder)
-    return folder
-
-
 def _config(sheet: Sheet, limits: Limits, plan: dict, seed: int | None, setup: str) -> dict:
     return {
         "setup": setup,
@@ -413,7 +387,6 @@ def _config(sheet: Sheet, limits: Limits, plan: dict, seed: int | None, setup: s
             "file_mb": limits.file_mb,
             "output_limit": limits.output_limit,
             "sandbox": limits.sandbox,
-            "seed": _prepared_caches() if "matplotlib" in setup else None,
         },
         "plan": plan,
         "seed": seed,

@@ -36,7 +36,7 @@ from typing import Any
 
 from tools import grade_wire as wire
 from tools import sandbox as sb
-from tools.grade_remote import Session, SessionEnded
+from tools.grade_remote import Session, SessionEnded, Zygote
 
 ROOT = Path(__file__).resolve().parent.parent
 CHECKERS = ("check", "check_prediction")
@@ -204,6 +204,7 @@ class Judge:
     def __init__(self, config: Config) -> None:
         self.config = config
         self.plan = sb.Plan.from_json(config.plan)
+        self._zygote: Zygote | None = None
         self.ns: dict[str, Any] = {}
         exec(compile(checker_imports(config.setup), "<worksheet imports>", "exec"), self.ns)
         missing = [n for n in CHECKERS if n not in self.ns and any(
@@ -232,21 +233,29 @@ class Judge:
             "file_mb": lim["file_mb"],
             "output_limit": lim["output_limit"],
             "sandbox": lim["sandbox"],
-            "seed": lim.get("seed"),
             "readable": sb.readable_paths(),
             "listable": [str(ROOT)],
             **extra,
         }
 
+    def zygote(self) -> Zygote:
+        """The zygote that has run the worksheet's set-up cell (started, or restarted, here)."""
+        if self._zygote is None or not self._zygote.alive():
+            if self._zygote is not None:
+                self._zygote.close()
+            base = self.job([], "")
+            base.pop("folder")
+            base.pop("cells")
+            self._zygote = Zygote(base, self.plan)
+        return self._zygote
+
     def session(self, cells: list[str], **extra: Any) -> tuple[Session, str]:
         folder = tempfile.mkdtemp(prefix="grade-")
         os.chmod(folder, 0o755)
         lim = self.config.limits
+        job = {"folder": folder, "cells": cells, **extra}
         s = Session(
-            self.job(cells, folder, **extra),
-            self.plan,
-            cell_timeout=lim["cell_timeout"],
-            total_timeout=lim["total_timeout"],
+            job, self.zygote(), cell_timeout=lim["cell_timeout"], total_timeout=lim["total_timeout"]
         )
         return s, folder
 
@@ -372,7 +381,7 @@ class Judge:
                 os.rmdir(folder)
             except OSError:
                 pass
-            sb.kill_children()  # this worker is a child subreaper: nothing may stay below it
+            self.clean_up()
         row["leftover"] = _leftover(final, folder)
         row["sandbox"] = sandbox_summary(self.plan, final)
         if final.get("oom"):
@@ -386,6 +395,11 @@ class Judge:
         row["flags"] = self.flags(mine, called)
         row["seconds"] = time.perf_counter() - started
         return row
+
+    def clean_up(self) -> None:
+        """This worker is a child subreaper: kill anything below it but its zygote."""
+        keep = {self._zygote.proc.pid} if self._zygote is not None else set()
+        sb.kill_children(keep=keep)
 
     def flags(self, mine: Any, called: dict[str, list[str]]) -> list[str]:
         out = []
@@ -434,7 +448,7 @@ class Judge:
                 os.rmdir(folder)
             except OSError:
                 pass
-            sb.kill_children()
+            self.clean_up()
         baseline = {}
         for label in self.calls:
             named = static_references(by_label.get(label, []), self.config.setup)
@@ -486,6 +500,15 @@ def main() -> None:
     config = Config(**json.loads(sys.stdin.readline()))
     judge = Judge(config)
     out.write(json.dumps({"ready": True}) + "\n")
+    try:
+        _serve(judge, out)
+    finally:
+        if judge._zygote is not None:
+            judge._zygote.close()
+
+
+def _serve(judge: Judge, out: Any) -> None:
+    config = judge.config
     for line in sys.stdin:
         task = json.loads(line)
         try:
@@ -527,7 +550,7 @@ def probe(judge: Judge) -> dict:
             found = {"error": str(exc)}
     finally:
         final = session.stop()
-        sb.kill_children()
+        judge.clean_up()
         try:
             os.rmdir(folder)
         except OSError:

@@ -183,13 +183,83 @@ def _proc_status(pid: int) -> dict[str, int]:
     return out
 
 
+class Zygote:
+    """A judge's zygote (:func:`tools.grade_runner.zygote`): the worksheet's set-up cell run
+    once; each :class:`Session` is a fork of it."""
+
+    def __init__(self, base: dict, plan: sb.Plan) -> None:
+        import shutil
+        import socket
+        import tempfile
+
+        self.plan = plan
+        self.folder = tempfile.mkdtemp(prefix="grade-zygote-")
+        self.sock, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        job = {**base, "plan": plan.to_json(), "folder": self.folder, "control": theirs.fileno()}
+        env = sb.minimal_environment(self.folder, {"PYTHONPATH": str(ROOT)})
+        debug = os.environ.get("COURSE_GRADE_DEBUG")  # a file for the processes' own errors
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "tools.grade_runner"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            stderr=open(debug, "ab") if debug else subprocess.DEVNULL,
+            pass_fds=(theirs.fileno(),),
+            cwd=str(ROOT),
+            env=env,
+            start_new_session=True,
+        )
+        theirs.close()
+        self.proc.stdin.write(json.dumps(job).encode() + b"\n")
+        self.proc.stdin.close()
+        self.sock.settimeout(900)
+        try:
+            answer = json.loads(self.sock.recv(1 << 16) or b"{}")
+        except (OSError, ValueError):
+            answer = {}
+        self.problem = answer.get("problem") if answer.get("ready") is False else None
+        if not answer:
+            self.problem = "the grader's zygote process did not start"
+        self._rmtree = shutil.rmtree
+
+    def spawn(self, job: dict, fds: dict[str, int]) -> int:
+        """Fork a launcher for ``job`` with the pipes ``fds``; its pid (0 on failure)."""
+        import socket
+
+        names = list(fds)
+        message = json.dumps({"job": job, "fds": names}).encode()
+        try:
+            socket.send_fds(self.sock, [message], [fds[n] for n in names])
+            self.sock.settimeout(60)
+            return int(json.loads(self.sock.recv(1 << 16)).get("pid", 0))
+        except (OSError, ValueError):
+            return 0
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def close(self) -> None:
+        try:
+            self.sock.close()
+            self.proc.wait(timeout=10)
+        except (OSError, subprocess.TimeoutExpired):
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except OSError:
+                pass
+            self.proc.wait()
+        self._rmtree(self.folder, ignore_errors=True)
+
+
 class Session:
     """One submission's process, from start to stop."""
 
-    def __init__(self, job: dict, plan: sb.Plan, *, cell_timeout: float, total_timeout: float):
-        self.job, self.plan = job, plan
+    def __init__(
+        self, job: dict, zygote: Zygote, *, cell_timeout: float, total_timeout: float
+    ) -> None:
+        self.job, self.zygote, self.plan = job, zygote, zygote.plan
         self.cell_timeout, self.total_timeout = cell_timeout, total_timeout
-        self.proc: subprocess.Popen | None = None
+        self.running = False
+        self.launcher = 0
         self.deadline = 0.0
         self.ended: str | None = None
         self.pid: int | None = None
@@ -204,34 +274,22 @@ class Session:
 
     def start(self) -> dict:
         """Run the cells; return ``{"cells": [...], "output": str, "missing": [...]}``."""
+        if self.zygote.problem:
+            self.ended = f"the grader's set-up cell failed: {self.zygote.problem}"
+            raise SessionEnded(self.ended)
         req_r, self.req_w = os.pipe()
         self.rep_r, rep_w = os.pipe()
         self.ctl_r, ctl_w = os.pipe()
-        job = {
-            **self.job,
-            "plan": self.plan.to_json(),
-            "fds": {"req": req_r, "rep": rep_w, "ctl": ctl_w},
-        }
-        env = sb.minimal_environment(self.job["folder"], {"PYTHONPATH": str(ROOT)})
-        debug = os.environ.get("COURSE_GRADE_DEBUG")  # a file for the launcher's own errors
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "tools.grade_runner"],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.DEVNULL,
-            stderr=open(debug, "ab") if debug else subprocess.DEVNULL,
-            pass_fds=(req_r, rep_w, ctl_w),
-            cwd=str(ROOT),
-            env=env,
-            start_new_session=True,
-        )
-        for fd in (req_r, rep_w, ctl_w):
-            os.close(fd)
+        stop_r, self.stop_w = os.pipe()
         self.deadline = time.monotonic() + self.total_timeout
-        try:
-            self.proc.stdin.write(json.dumps(job).encode() + b"\n")
-            self.proc.stdin.flush()
-        except OSError:
-            pass
+        self.launcher = self.zygote.spawn(
+            self.job, {"req": req_r, "rep": rep_w, "ctl": ctl_w, "stop": stop_r}
+        )
+        for fd in (req_r, rep_w, ctl_w, stop_r):
+            os.close(fd)
+        self.running = True
+        if not self.launcher:
+            self._end("the grader could not start the submission's process")
         try:
             msg = wire.read_frame(self.rep_r, self.deadline)
         except TimeoutError:
@@ -292,33 +350,30 @@ class Session:
 
     def stop(self) -> dict:
         """End the submission's process and everything it started; the launcher's report."""
-        if self.proc is None:
+        if not self.running:
             return self.final
-        for fd in ("req_w",):
-            if getattr(self, fd, None) is not None:
+        self.running = False
+        for name in ("req_w", "stop_w"):  # closing stop_w tells the launcher grading is over
+            fd = getattr(self, name, None)
+            if fd is not None:
                 try:
-                    os.close(getattr(self, fd))
+                    os.close(fd)
                 except OSError:
                     pass
-                setattr(self, fd, None)
-        try:
-            self.proc.stdin.close()  # the launcher's signal: grading is over
-        except OSError:
-            pass
+                setattr(self, name, None)
         if not self.final and not getattr(self, "ctl_r_closed", False):
             self._read_ctl(time.monotonic() + 20)
-        try:
-            self.proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-            self.proc.wait()
-            self.final = self.final or {"why": "the launcher did not end", "leftover_processes": -1}
-        for fd in ("rep_r", "ctl_r"):
+        if not self.final:
             try:
-                os.close(getattr(self, fd))
+                os.kill(self.launcher, signal.SIGKILL)  # its init and sandbox die with it
+            except OSError:
+                pass
+            self.final = {"why": "the launcher did not report", "leftover_processes": -1}
+        for name in ("rep_r", "ctl_r"):
+            try:
+                os.close(getattr(self, name))
             except (OSError, AttributeError):
                 pass
-        self.proc = None
         return self.final
 
     # -- calls -------------------------------------------------------------------------------
@@ -345,7 +400,7 @@ class Session:
         return self._value(reply)
 
     def _exchange(self, message: dict) -> dict:
-        if self.ended is not None or self.proc is None:
+        if self.ended is not None or not self.running:
             raise SessionEnded(self.ended or "the submission's process has been stopped")
         ident = self.next_id
         self.next_id += 1

@@ -1,27 +1,28 @@
-"""One submission's processes: ``python -m tools.grade_runner`` (started by :mod:`tools.grade_remote`).
+"""Submissions' processes: ``python -m tools.grade_runner``, the *zygote* of a judge.
 
-The job comes as JSON on standard input, from the grader (trusted): the worksheet's set-up
-cells, the submission's code cells with their checker calls taken out, the limits, the folder,
-the plan of :mod:`tools.sandbox` and the numbers of three pipes. This process is the
-*launcher*: it stays outside the sandbox, and
+A judge (:mod:`tools.grade_judge`) starts one zygote for a grading run. The zygote (trusted)
+runs the worksheet's set-up cell once (the grader's own code: imports, the chapter's context),
+then, for each submission, receives the job (its code cells with their checker calls taken
+out, the limits, its folder) and four pipes over a unix socket, and forks a *launcher* for it.
+The launcher (trusted) stays outside the sandbox and
 
-1. joins a new cgroup (where the plan has one) and makes a new PID namespace (where it has
-   one), then forks *init*, PID 1 of that namespace, which builds the private root and forks
-   the *submission's process*; without namespaces it forks the submission's process itself;
-2. waits; when the grader closes the launcher's standard input (grading is over), when the
-   submission's process ends, when the folder outgrows its quota or when the total time is
-   up, it kills every process of the submission (see :func:`tools.sandbox.kill_children`),
-   removes the folder and reports on the control pipe what it found (leftover processes or
-   files, memory or process limits hit).
+1. makes a new cgroup (where the plan of :mod:`tools.sandbox` has one) and a new PID namespace
+   (where it has one), then forks *init*, PID 1 of that namespace, which builds the private
+   root and forks the *submission's process*; without namespaces it forks that process itself;
+2. waits; when the grader closes its stop pipe (grading is over), when the submission's
+   process ends, when the folder outgrows its quota or when the total time is up, it kills
+   every process of the submission (see :func:`tools.sandbox.kill_children`), removes the
+   folder and reports on its control pipe what it found (leftover processes or files, memory
+   or process limits hit).
 
-The submission's process confines itself (user, capabilities, limits, Landlock, seccomp),
-runs the set-up cells (the grader's own code: imports), tells the launcher how much memory
-that took, limits its address space, runs the learner's cells one by one (an error or a
-time-out is recorded and the next cell runs), reports those, and then answers the grader's
-calls (:func:`serve`) until the grader closes the request pipe. Every answer is plain data
-(:mod:`tools.grade_wire`); an object that is not is kept here and the grader gets a reference
-to it, whose methods it may call the same way. Nothing this process sends decides a verdict:
-the grader compares the data with its own reference values.
+The submission's process is a fork of the zygote, so the set-up cell's work is done already.
+It confines itself (user, capabilities, limits, Landlock, seccomp) before anything else, tells
+the launcher how much memory it holds, limits its address space, runs the learner's cells one
+by one (an error or a time-out is recorded and the next cell runs), reports those, and then
+answers the grader's calls (:func:`serve`) until the grader closes the request pipe. Every
+answer is plain data (:mod:`tools.grade_wire`); an object that is not stays here and the
+grader gets a reference to it, whose methods it may call the same way. Nothing this process
+sends decides a verdict: the grader compares the data with its own reference values.
 """
 
 from __future__ import annotations
@@ -409,14 +410,21 @@ def _probe(job: dict) -> dict:
     return results
 
 
-def submission(job: dict, plan: sb.Plan, uid: int | None, fds: dict[str, int]) -> None:
-    """The submission's process: confine, run the cells, then answer the grader's calls."""
+def submission(job: dict, plan: sb.Plan, uid: int | None, fds: dict[str, int], ns: dict) -> None:
+    """The submission's process: confine, run the cells, then answer the grader's calls.
+
+    ``ns`` holds what the worksheet's set-up cell made (run once, in the zygote)."""
     req, rep = fds["req"], fds["rep"]
     try:
         sb._prctl(sb.PR_SET_PDEATHSIG, signal.SIGKILL)
     except OSError:
         pass
-    os.chdir(job["folder"])
+    folder = job["folder"]
+    os.chdir(folder)
+    os.environ.update({"HOME": folder, "TMPDIR": folder, "MPLCONFIGDIR": folder})
+    import tempfile
+
+    tempfile.tempdir = folder
     try:
         missing = _confine(job, plan, uid)
     except BaseException as exc:
@@ -429,22 +437,13 @@ def submission(job: dict, plan: sb.Plan, uid: int | None, fds: dict[str, int]) -
     signal.signal(signal.SIGALRM, _on_alarm)
     out = _Bounded(int(job["output_limit"]))
     sys.stdout = sys.stderr = out
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, 1)
-    os.dup2(devnull, 2)
-    ns: dict[str, Any] = {"__name__": "__main__"}
-    limit = float(job["cell_timeout"])
-    for i, code in enumerate(job["setup"]):
-        problem = _run(code, f"<setup {i + 1}>", ns, max(limit, 300.0))
-        if problem:
-            wire.write_frame(rep, {"fatal": f"the grader's set-up cell failed: {problem}"})
-            os._exit(3)
     # the learner's code has not run yet: this message about memory in use can be trusted
     os.write(fds["hs_w"], b"ready\n")
     os.close(fds["hs_w"])
     select.select([fds["go_r"]], [], [], 30)
     os.close(fds["go_r"])
     sb.limit_memory(int(job["memory_mb"]))
+    limit = float(job["cell_timeout"])
     errors = []
     for i, code in enumerate(job["cells"]):
         errors.append(_run(code, f"<cell {i + 1}>", ns, limit))
@@ -456,10 +455,10 @@ def submission(job: dict, plan: sb.Plan, uid: int | None, fds: dict[str, int]) -
     os._exit(0)
 
 
-# -- init and the launcher ----------------------------------------------------------------------
+# -- init, the launcher and the zygote -----------------------------------------------------------
 
 
-def init(job: dict, plan: sb.Plan, uid: int | None, fds: dict[str, int]) -> None:
+def init(job: dict, plan: sb.Plan, uid: int | None, fds: dict[str, int], ns: dict) -> None:
     """PID 1 of the new PID namespace: build the private root, start the submission's
     process, reap every orphan, and end (taking the namespace with it) when it ends."""
     try:
@@ -476,7 +475,7 @@ def init(job: dict, plan: sb.Plan, uid: int | None, fds: dict[str, int]) -> None
         except OSError:
             pass
         owner = uid if (plan.root and uid is not None) else 0
-        sb.build_view(job["folder"], int(job["disk_mb"]), owner, job["readable"], job.get("seed"))
+        sb.build_view(job["folder"], int(job["disk_mb"]), owner, job["readable"])
     except BaseException as exc:
         try:
             wire.write_frame(fds["rep"], {"fatal": f"the sandbox could not be set up: {exc}"})
@@ -484,7 +483,7 @@ def init(job: dict, plan: sb.Plan, uid: int | None, fds: dict[str, int]) -> None
             os._exit(3)
     child = os.fork()
     if child == 0:
-        submission(job, plan, uid, fds)
+        submission(job, plan, uid, fds, ns)
         os._exit(0)
     for fd in (fds["req"], fds["rep"], fds["hs_w"], fds["go_r"]):
         os.close(fd)
@@ -536,11 +535,11 @@ def _remove(folder: str) -> list[str]:
     return left[:20] or ([] if not os.path.lexists(folder) else ["."])
 
 
-def launcher() -> None:
-    job = json.loads(sys.stdin.buffer.readline())
-    plan = sb.Plan.from_json(job["plan"])
-    fds = job["fds"]
-    ctl = fds["ctl"]
+def launch(job: dict, plan: sb.Plan, fds: dict[str, int], ns: dict) -> None:
+    """One submission's launcher (a fork of the zygote; trusted): see the module docstring.
+    ``fds``: ``req``/``rep`` (the call pipes, passed on), ``ctl`` (its reports to the grader)
+    and ``stop`` (closed by the grader when grading is over)."""
+    ctl, stop = fds["ctl"], fds["stop"]
 
     def report(**event: Any) -> None:
         try:
@@ -548,6 +547,7 @@ def launcher() -> None:
         except OSError:
             pass
 
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
     if plan.linux:
         try:
             sb._prctl(sb.PR_SET_PDEATHSIG, signal.SIGKILL)
@@ -557,8 +557,6 @@ def launcher() -> None:
             pass
     uid = sb.UID_BASE + os.getpid() if plan.root and plan.uid is not None else None
     folder = job["folder"]
-    if not plan.namespaces:
-        sb.seed_folder(job.get("seed"), folder, uid)
     if uid is not None:
         os.chown(folder, uid, uid)
     memory = int(job["memory_mb"]) * 2**20
@@ -576,20 +574,19 @@ def launcher() -> None:
             sb.map_user(real_uid, real_gid)
     child = os.fork()
     if child == 0:
-        # nothing of the launcher's channel to the grader stays open below it
-        os.close(hs_r)
-        os.close(go_w)
-        os.close(ctl)
-        os.close(placed_w)
+        # nothing of the launcher's channels to the grader stays open below it
+        for fd in (hs_r, go_w, ctl, stop, placed_w):
+            os.close(fd)
         os.read(placed_r, 1)
         os.close(placed_r)
-        null = os.open(os.devnull, os.O_RDONLY)
-        os.dup2(null, 0)
+        null = os.open(os.devnull, os.O_RDWR)
+        for target in (0, 1, 2):
+            os.dup2(null, target)
         os.close(null)
         if plan.namespaces:
-            init(job, plan, uid, fds)
+            init(job, plan, uid, fds, ns)
         else:
-            submission(job, plan, uid, fds)
+            submission(job, plan, uid, fds, ns)
         os._exit(0)
     for fd in (fds["req"], fds["rep"], hs_w, go_r, placed_r):
         os.close(fd)
@@ -608,11 +605,10 @@ def launcher() -> None:
     deadline = time.monotonic() + float(job["total_timeout"]) + 10
     disk_cap = int(job["disk_mb"]) * 2**20
     why, status, next_disk = "", None, 0.0
-    stdin = sys.stdin.fileno()
-    watch = [stdin, hs_r]
+    watch = [stop, hs_r]
     while True:
         ready, _, _ = select.select(watch, [], [], 0.2)
-        if stdin in ready and not os.read(stdin, 4096):
+        if stop in ready and not os.read(stop, 4096):
             why = "grading ended"
             break
         if hs_r in ready:
@@ -672,5 +668,72 @@ def launcher() -> None:
     os._exit(0)
 
 
+def zygote() -> None:
+    """``python -m tools.grade_runner`` (started by a judge, trusted): run the worksheet's
+    set-up cell once, then fork one launcher per request on the control socket (fd 3), each
+    with the pipes that came with the request (SCM_RIGHTS)."""
+    import socket
+
+    base = json.loads(sys.stdin.buffer.readline())
+    plan = sb.Plan.from_json(base["plan"])
+    control = socket.socket(fileno=int(base["control"]))
+    if plan.linux:
+        try:
+            sb._prctl(sb.PR_SET_PDEATHSIG, signal.SIGKILL)
+            sb._prctl(sb.PR_SET_CHILD_SUBREAPER, 1)
+            sb._prctl(sb.PR_SET_DUMPABLE, 0)  # no other process of this user may read it
+        except OSError:
+            pass
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # launchers are reaped by the kernel
+    os.chdir(base["folder"])
+    ns: dict[str, Any] = {"__name__": "__main__"}
+    problem = None
+    for i, code in enumerate(base["setup"]):
+        problem = problem or _run(code, f"<setup {i + 1}>", ns, 600.0)
+    if "matplotlib" in sys.modules:  # its font list, built once here rather than per submission
+        try:
+            import matplotlib.font_manager  # noqa: F401
+        except Exception:
+            pass
+    control.sendall(json.dumps({"ready": problem is None, "problem": problem}).encode())
+    control.settimeout(1.0)
+    launchers: set[int] = set()
+    while True:
+        try:
+            data, fds, _, _ = socket.recv_fds(control, 1 << 20, 8)
+        except TimeoutError:
+            # a process below a launcher that was killed comes back here: none may stay
+            for pid in sb.children_of(os.getpid()):
+                if pid not in launchers:
+                    try:
+                        os.kill(pid, signal.SIGKILL)
+                    except OSError:
+                        pass
+            launchers = {p for p in launchers if os.path.exists(f"/proc/{p}")}
+            continue
+        except OSError:
+            os._exit(0)
+        if not data:
+            os._exit(0)
+        request = json.loads(data)
+        names = request["fds"]
+        if len(fds) != len(names):
+            for fd in fds:
+                os.close(fd)
+            control.sendall(b'{"pid": 0}')
+            continue
+        job = {**base, **request["job"]}
+        pid = os.fork()
+        if pid == 0:
+            control.close()
+            signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+            launch(job, plan, dict(zip(names, fds, strict=True)), ns)
+            os._exit(0)
+        launchers.add(pid)
+        for fd in fds:
+            os.close(fd)
+        control.sendall(json.dumps({"pid": pid}).encode())
+
+
 if __name__ == "__main__":
-    launcher()
+    zygote()

@@ -493,12 +493,12 @@ def children_of(pid: int) -> list[int]:
     return out
 
 
-def kill_children(rounds: int = 100) -> int:
-    """Kill every process below this one (this process must be a child subreaper, so that
-    orphans come back to it) and reap them; the number still alive at the end."""
+def kill_children(rounds: int = 100, keep: set[int] = frozenset()) -> int:
+    """Kill every process below this one but ``keep`` (this process must be a child
+    subreaper, so that orphans come back to it) and reap them; the number still alive."""
     me, quiet = os.getpid(), 0
     for _ in range(rounds):
-        kids = children_of(me)
+        kids = [k for k in children_of(me) if k not in keep]
         if not kids:
             quiet += 1
             if quiet >= 2:
@@ -516,7 +516,7 @@ def kill_children(rounds: int = 100) -> int:
                 os.waitpid(pid, 0)
             except ChildProcessError:
                 pass
-    return len(children_of(me))
+    return len([k for k in children_of(me) if k not in keep])
 
 
 def kill_user(uid: int) -> None:
@@ -874,26 +874,10 @@ def _bind_read_only(source: str, target: str) -> None:
         _mount(None, target, None, flags)
 
 
-def seed_folder(source: str | None, folder: str, owner: int | None) -> None:
-    """Copy the files of ``source`` (the grader's prepared caches) into ``folder``."""
-    if not source or not os.path.isdir(source):
-        return
-    for name in os.listdir(source):
-        path = os.path.join(source, name)
-        if os.path.isfile(path) and not os.path.islink(path):
-            target = os.path.join(folder, name)
-            shutil.copyfile(path, target)
-            if owner is not None:
-                os.chown(target, owner, owner)
-
-
-def build_view(
-    folder: str, disk_mb: int, owner: int, readable: list[str], seed: str | None = None
-) -> None:
+def build_view(folder: str, disk_mb: int, owner: int, readable: list[str]) -> None:
     """In a new mount namespace: a root that holds ``readable`` (read-only), /dev's harmless
-    devices, a fresh /proc, and ``folder`` as a tmpfs of ``disk_mb`` owned by ``owner`` (with
-    the files of ``seed`` in it); then pivot into it. Runs in init (PID 1 of the new PID
-    namespace)."""
+    devices, a fresh /proc, and ``folder`` as an empty tmpfs of ``disk_mb`` owned by
+    ``owner``; then pivot into it. Runs in init (PID 1 of the new PID namespace)."""
     _mount(None, "/", None, MS_REC | MS_PRIVATE)
     new = folder  # the host's (empty) folder hosts the new root while it is being built
     _mount("tmpfs", new, "tmpfs", MS_NOSUID | MS_NODEV, "size=4m,nr_inodes=4096,mode=0755")
@@ -910,7 +894,6 @@ def build_view(
         "tmpfs", work, "tmpfs", MS_NOSUID | MS_NODEV,
         f"size={disk_mb}m,nr_inodes=65536,mode=0700,uid={owner},gid={owner}",
     )  # fmt: skip
-    seed_folder(seed, work, owner)
     os.makedirs(new + "/proc", exist_ok=True)
     _mount("proc", new + "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
     os.makedirs(new + "/dev", exist_ok=True)
