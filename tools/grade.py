@@ -448,7 +448,9 @@ def grade_class(
             if label is not None:
                 by_label.setdefault(label, []).append(split_checks(src)[0])
         cells = [split_checks(src)[0] for _, src in key.cells]
-        answer = workers[0].run({"task": "key", "cells": cells, "by_label": by_label}, budget)
+        labels_of = [label for label, _ in key.cells]
+        task = {"task": "key", "cells": cells, "labels": labels_of, "by_label": by_label}
+        answer = workers[0].run(task, budget)
         trusted = answer.get("trusted", {})
         baseline = answer.get("baseline", {})
         if key_report is not None:
@@ -754,6 +756,8 @@ def main(argv: list[str] | None = None) -> int:
         if k.error or bad:
             print(f"  warning: with this run's inputs (--seed {seed}) the key fails "
                   f"{k.error or ', '.join(bad)}")  # fmt: skip
+            for error in k.cell_errors[:5]:
+                print(f"    the key's {clean(error, 200)}")
         else:
             print(f"  the key passes every exercise with this run's inputs (--seed {seed})")
     print(f"grades: {args.out} ({time.perf_counter() - started:.0f} s in all)")

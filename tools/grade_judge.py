@@ -249,11 +249,24 @@ class Judge:
             self._zygote = Zygote(base, self.plan)
         return self._zygote
 
-    def session(self, cells: list[str], **extra: Any) -> tuple[Session, str]:
+    def snap(self, kind: str) -> dict[str, list[str]]:
+        """label -> the expressions of its checker calls of ``kind`` ("remote" or "trusted"),
+        which the submission's process evaluates right after the exercise's last cell."""
+        out: dict[str, list[str]] = {}
+        for label, calls in self.calls.items():
+            for call in calls:
+                for arg in [*call.args, *call.kwargs.values()]:
+                    if arg.kind == kind and arg.source not in out.setdefault(label, []):
+                        out[label].append(arg.source)
+        return out
+
+    def session(
+        self, cells: list[str], labels: list[str | None] | None = None, kind: str = "remote", **extra: Any
+    ) -> tuple[Session, str]:
         folder = tempfile.mkdtemp(prefix="grade-")
         os.chmod(folder, 0o755)
         lim = self.config.limits
-        job = {"folder": folder, "cells": cells, **extra}
+        job = {"folder": folder, "cells": cells, "labels": labels, "snap": self.snap(kind), **extra}
         s = Session(
             job, self.zygote(), cell_timeout=lim["cell_timeout"], total_timeout=lim["total_timeout"]
         )
@@ -263,7 +276,7 @@ class Judge:
         if arg.kind == "const":
             return arg.value
         if arg.kind == "remote":
-            return session.request("eval", expr=arg.source)
+            return session.request("eval", expr=arg.source, label=call.label)
         key = f"{call.label}|{call.index}|{where}"
         found = self.config.trusted.get(key)
         if not isinstance(found, dict):
@@ -357,11 +370,11 @@ class Judge:
             return fail_all(
                 f"not graded: {len(mine.cells)} code cells, over the limit of {self.config.max_cells}"
             )
-        row["edited"] = [
-            lb for lb in labels if set(mine.calls.get(lb, [])) != set(self.config.calls[lb])
+        row["edited"] = [  # a call of the worksheet missing (changed or removed) from its cells
+            lb for lb in labels if not set(self.config.calls[lb]) <= set(mine.calls.get(lb, []))
         ]
         cells = [split_checks(src)[0] for _, src in mine.cells]
-        session, folder = self.session(cells)
+        session, folder = self.session(cells, [label for label, _ in mine.cells])
         try:
             try:
                 ran = session.start()
@@ -416,10 +429,11 @@ class Judge:
                 out.append(f"{label}: {', '.join(found)}")
         return out
 
-    def key(self, cells: list[str], by_label: dict[str, list[str]]) -> dict:
+    def key(self, cells: list[str], labels: list[str | None], by_label: dict[str, list[str]]) -> dict:
         """The grader's own run of the worksheet: the values its predictions compare with,
         the key's verdicts under this run's inputs, and the course functions the key uses."""
-        session, folder = self.session(cells)
+        snap = {lb: self.snap("trusted").get(lb, []) + self.snap("remote").get(lb, []) for lb in self.calls}
+        session, folder = self.session(cells, labels, snap=snap)
         trusted: dict[str, Any] = {}
         try:
             try:
@@ -436,7 +450,7 @@ class Judge:
                             continue
                         key = f"{call.label}|{call.index}|{where}"
                         try:
-                            value = session.request("eval", expr=arg.source)
+                            value = session.request("eval", expr=arg.source, label=call.label)
                             trusted[key] = {"value": session.send(value)}
                         except Exception as exc:
                             trusted[key] = {"error": f"{type(exc).__name__}: {str(exc)[:200]}"}
@@ -513,7 +527,7 @@ def _serve(judge: Judge, out: Any) -> None:
         task = json.loads(line)
         try:
             if task["task"] == "key":
-                result = judge.key(task["cells"], task["by_label"])
+                result = judge.key(task["cells"], task["labels"], task["by_label"])
             elif task["task"] == "trusted":
                 config.trusted, config.baseline = task["trusted"], task["baseline"]
                 result = {"ok": True}

@@ -237,8 +237,10 @@ def _course_tracer(found: list[str]) -> Any:
 _MUTABLE = (list, dict, bytearray)
 
 
-def serve(ns: dict, req: int, rep: int, limit: float) -> None:
-    """Answer the grader's requests until it closes the request pipe."""
+def serve(ns: dict, req: int, rep: int, limit: float, snaps: dict | None = None) -> None:
+    """Answer the grader's requests until it closes the request pipe (``snaps``: values of
+    expressions taken right after an exercise's cells, by (label, expression))."""
+    snaps = snaps or {}
     objects = _Objects()
     fallback = _plain(objects)
     np = sys.modules.get("numpy")
@@ -265,7 +267,13 @@ def serve(ns: dict, req: int, rep: int, limit: float) -> None:
         try:
             op = msg["op"]
             if op == "eval":
-                value = eval(compile(msg["expr"], "<grader>", "eval"), ns)
+                key = (msg.get("label"), msg["expr"])
+                if key in snaps:
+                    value, problem = snaps[key]
+                    if problem is not None:
+                        raise problem
+                else:
+                    value = eval(compile(msg["expr"], "<grader>", "eval"), ns)
             elif op == "call":
                 fn = objects.get(wire.Ref(int(msg["ref"])))
                 args = wire.decode(msg["args"], refs=lookup)
@@ -444,14 +452,34 @@ def submission(job: dict, plan: sb.Plan, uid: int | None, fds: dict[str, int], n
     os.close(fds["go_r"])
     sb.limit_memory(int(job["memory_mb"]))
     limit = float(job["cell_timeout"])
+    labels = job.get("labels") or [None] * len(job["cells"])
+    wanted = job.get("snap") or {}
+    last = {label: i for i, label in enumerate(labels) if label in wanted}
+    snaps: dict[tuple[str, str], tuple[Any, BaseException | None]] = {}
+
+    def snapshot(label: str) -> None:
+        """What the checker calls of ``label`` name, as it is right after that exercise's last
+        cell (a later cell that reuses ``prediction`` must not change an earlier answer)."""
+        for expr in wanted.get(label, []):
+            signal.setitimer(signal.ITIMER_REAL, limit)
+            try:
+                snaps[(label, expr)] = (eval(compile(expr, "<grader>", "eval"), ns), None)
+            except BaseException as exc:
+                snaps[(label, expr)] = (None, exc)
+            finally:
+                signal.setitimer(signal.ITIMER_REAL, 0)
+
     errors = []
     for i, code in enumerate(job["cells"]):
         errors.append(_run(code, f"<cell {i + 1}>", ns, limit))
+        for label, at in last.items():
+            if at == i:
+                snapshot(label)
     try:
         wire.write_frame(rep, {"cells": errors, "output": out.text()[-2000:], "missing": missing})
     except OSError:
         os._exit(0)
-    serve(ns, req, rep, limit)
+    serve(ns, req, rep, limit, snaps)
     os._exit(0)
 
 

@@ -146,7 +146,7 @@ def encode(value: Any, *, fallback: Any = None, _depth: int = 0) -> Any:
                 return {"$": "nd", "v": value.str}
     torch = sys.modules.get("torch")
     if torch is not None:
-        if t is torch.Tensor:
+        if t is torch.Tensor or t is torch.nn.Parameter:  # a parameter crosses as its tensor
             return _encode_tensor(torch, value)
         if t is torch.dtype:
             name = str(value).removeprefix("torch.")

@@ -665,7 +665,16 @@ def _needed_paths() -> list[str]:
         out.append(str(cache_dir()))
     except OSError:
         pass
-    out += [p for p in sys.path if p and os.path.isdir(p)]
+    # the library folders on sys.path (never the repository itself, the current folder or a
+    # folder above them: those hold the notebooks and their solutions)
+    prefixes = {os.path.realpath(sys.prefix), os.path.realpath(sys.base_prefix)}
+    for p in sys.path:
+        real = os.path.realpath(p) if p else ""
+        if not real or not os.path.isdir(real):
+            continue
+        inside = any(real == q or real.startswith(q + os.sep) for q in prefixes)
+        if inside or {"site-packages", "dist-packages"} & set(Path(real).parts):
+            out.append(p)
     seen: list[str] = []
     for p in out:
         if os.path.exists(p) and p not in seen:
