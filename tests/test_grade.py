@@ -101,7 +101,11 @@ def test_arrays_and_tensors_come_back_with_dtype_shape_and_values():
     for a in (np.arange(12, dtype=">i4").reshape(3, 4).T, np.zeros((0, 3)), np.array(["ab", "c"])):
         back = _roundtrip(a)
         assert type(back) is np.ndarray and back.dtype == a.dtype and np.array_equal(back, a)
-    for t in (torch.arange(6.0).reshape(2, 3).T, torch.ones(2, dtype=torch.bfloat16), torch.empty(0, 2)):
+    for t in (
+        torch.arange(6.0).reshape(2, 3).T,
+        torch.ones(2, dtype=torch.bfloat16),
+        torch.empty(0, 2),
+    ):
         back = _roundtrip(t)
         assert type(back) is torch.Tensor and back.dtype == t.dtype and torch.equal(back, t)
     grad = _roundtrip(torch.ones(2, requires_grad=True))
@@ -193,7 +197,9 @@ def test_frames_refuse_oversized_truncated_and_non_json_messages():
 
 
 def test_a_checker_call_names_whose_values_come_from_where():
-    call = parse_call("x", 0, "check_prediction(prediction, (np.ones(3) @ m).shape, what='s', rtol=0)")
+    call = parse_call(
+        "x", 0, "check_prediction(prediction, (np.ones(3) @ m).shape, what='s', rtol=0)"
+    )
     assert [a.kind for a in call.args] == ["remote", "trusted"]
     assert call.kwargs["what"].kind == "const" and call.kwargs["rtol"].value == 0
     call = parse_call("y", 0, "check.head_losses(a, b, c)")
@@ -333,5 +339,13 @@ def test_bad_arguments_are_named(tmp_path, capsys):
     (tmp_path / "x").mkdir()
     (tmp_path / "x" / "a.ipynb").write_text("{}")
     with pytest.raises(SystemExit):
-        main(["01_matmul", str(tmp_path / "a.ipynb"), str(tmp_path / "x" / "a.ipynb"), "--canvas", "c.csv"])
+        main(
+            [
+                "01_matmul",
+                str(tmp_path / "a.ipynb"),
+                str(tmp_path / "x" / "a.ipynb"),
+                "--canvas",
+                "c.csv",
+            ]
+        )
     assert "used more than once" in capsys.readouterr().err

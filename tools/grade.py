@@ -427,7 +427,7 @@ def grade_class(
     """Grade ``submissions`` against ``sheet``, ``jobs`` at a time; the rows in their order.
 
     ``key`` is the grader's own run for predictions (default: ``sheet``); ``seed`` fixes the
-    checkers' random inputs (default: fresh); ``on_row`` gets each row as it finishes.
+    checkers' random inputs (default: fresh ones); ``on_row`` gets each row as it finishes.
     """
     from tools import sandbox as sb
 
@@ -437,6 +437,7 @@ def grade_class(
     if plan.refused:
         raise SystemExit(f"error: {plan.refused}")
     key = key or sheet
+    seed = secrets.randbits(31) if seed is None else seed
     names = names or display_names(submissions)
     labels = sheet.graded
     config = _config(sheet, limits, plan.to_json(), seed, sheet.setup)

@@ -261,7 +261,11 @@ class Judge:
         return out
 
     def session(
-        self, cells: list[str], labels: list[str | None] | None = None, kind: str = "remote", **extra: Any
+        self,
+        cells: list[str],
+        labels: list[str | None] | None = None,
+        kind: str = "remote",
+        **extra: Any,
     ) -> tuple[Session, str]:
         folder = tempfile.mkdtemp(prefix="grade-")
         os.chmod(folder, 0o755)
@@ -429,10 +433,15 @@ class Judge:
                 out.append(f"{label}: {', '.join(found)}")
         return out
 
-    def key(self, cells: list[str], labels: list[str | None], by_label: dict[str, list[str]]) -> dict:
+    def key(
+        self, cells: list[str], labels: list[str | None], by_label: dict[str, list[str]]
+    ) -> dict:
         """The grader's own run of the worksheet: the values its predictions compare with,
         the key's verdicts under this run's inputs, and the course functions the key uses."""
-        snap = {lb: self.snap("trusted").get(lb, []) + self.snap("remote").get(lb, []) for lb in self.calls}
+        snap = {
+            lb: self.snap("trusted").get(lb, []) + self.snap("remote").get(lb, [])
+            for lb in self.calls
+        }
         session, folder = self.session(cells, labels, snap=snap)
         trusted: dict[str, Any] = {}
         try:

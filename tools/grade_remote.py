@@ -222,17 +222,37 @@ class Zygote:
         self._rmtree = shutil.rmtree
 
     def spawn(self, job: dict, fds: dict[str, int]) -> int:
-        """Fork a launcher for ``job`` with the pipes ``fds``; its pid (0 on failure)."""
+        """Fork a launcher for ``job`` with the pipes ``fds``; its pid (0 on failure). The job
+        (it may be megabytes of cells) goes through a pipe of its own, which the launcher reads
+        once forked."""
         import socket
+        import threading
 
+        job_r, job_w = os.pipe()
+        fds = {**fds, "job": job_r}
         names = list(fds)
-        message = json.dumps({"job": job, "fds": names}).encode()
         try:
-            socket.send_fds(self.sock, [message], [fds[n] for n in names])
+            socket.send_fds(
+                self.sock, [json.dumps({"fds": names}).encode()], [fds[n] for n in names]
+            )
             self.sock.settimeout(60)
-            return int(json.loads(self.sock.recv(1 << 16)).get("pid", 0))
+            pid = int(json.loads(self.sock.recv(1 << 16)).get("pid", 0))
         except (OSError, ValueError):
-            return 0
+            pid = 0
+        finally:
+            os.close(job_r)
+        data = json.dumps(job).encode()
+
+        def feed() -> None:
+            try:
+                with os.fdopen(job_w, "wb") as f:
+                    if pid > 0:
+                        f.write(data)
+            except OSError:
+                pass
+
+        threading.Thread(target=feed, daemon=True).start()
+        return pid if pid > 0 else 0
 
     def alive(self) -> bool:
         return self.proc.poll() is None
@@ -290,14 +310,28 @@ class Session:
         self.running = True
         if not self.launcher:
             self._end("the grader could not start the submission's process")
-        try:
-            msg = wire.read_frame(self.rep_r, self.deadline)
-        except TimeoutError:
-            self._end(f"stopped after the total time limit of {self.total_timeout:g} s")
-        except (EOFError, OSError):
-            self._end("the submission's process ended before its cells had run")
-        except wire.WireError as exc:
-            self._end(f"the submission's process sent malformed data ({exc})")
+        cell = None
+        while True:  # "cell i" as each cell starts, then the cells' errors
+            # a cell gets its limit twice over (its own, and the snapshots after it), plus 5 s
+            soon = time.monotonic() + 2 * self.cell_timeout + 5
+            try:
+                msg = wire.read_frame(self.rep_r, min(soon, self.deadline))
+            except TimeoutError:
+                if time.monotonic() >= self.deadline:
+                    self._end(f"stopped after the total time limit of {self.total_timeout:g} s")
+                where = "its set-up" if cell is None else f"cell {cell + 1}"
+                self._end(
+                    f"stopped: {where} ran past the cell time limit of {self.cell_timeout:g} s"
+                )
+            except (EOFError, OSError):
+                where = "before its first cell" if cell is None else f"during cell {cell + 1}"
+                self._end(f"the submission's process ended {where}{self._how_it_ended()}")
+            except wire.WireError as exc:
+                self._end(f"the submission's process sent malformed data ({exc})")
+            if isinstance(msg, dict) and type(msg.get("cell")) is int and len(msg) == 1:
+                cell = msg["cell"]
+                continue
+            break
         if isinstance(msg, dict) and isinstance(msg.get("fatal"), str):
             self._end(msg["fatal"][:500])
         if isinstance(msg, dict) and "probe" in msg:
@@ -317,6 +351,18 @@ class Session:
         self._read_ctl()
         return {"cells": [c if c is None else c[:1000] for c in cells], "output": output[:4000],
                 "missing": [str(m)[:40] for m in missing]}  # fmt: skip
+
+    def _how_it_ended(self) -> str:
+        """ " (exit code N)" or " (killed by signal S)", from the launcher's report."""
+        self._read_ctl(time.monotonic() + 3)
+        status = self.final.get("status")
+        if type(status) is not int:
+            return ""
+        if status > 128:
+            return f" (killed by signal {status - 128})"
+        if status < 0:
+            return f" (killed by signal {-status})"
+        return f" (exit code {status})"
 
     def _end(self, why: str) -> None:
         if self.ended is None:
@@ -363,7 +409,7 @@ class Session:
                 setattr(self, name, None)
         if not self.final and not getattr(self, "ctl_r_closed", False):
             self._read_ctl(time.monotonic() + 20)
-        if not self.final:
+        if not self.final and self.launcher > 0:  # (never 0: that would be our own group)
             try:
                 os.kill(self.launcher, signal.SIGKILL)  # its init and sandbox die with it
             except OSError:

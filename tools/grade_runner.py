@@ -471,6 +471,10 @@ def submission(job: dict, plan: sb.Plan, uid: int | None, fds: dict[str, int], n
 
     errors = []
     for i, code in enumerate(job["cells"]):
+        try:  # the grader's clock for this cell starts now
+            wire.write_frame(rep, {"cell": i})
+        except OSError:
+            os._exit(0)
         errors.append(_run(code, f"<cell {i + 1}>", ns, limit))
         for label, at in last.items():
             if at == i:
@@ -522,8 +526,9 @@ def init(job: dict, plan: sb.Plan, uid: int | None, fds: dict[str, int], ns: dic
             os._exit(0)
         except InterruptedError:
             continue
-        if pid == child:
-            os._exit(os.waitstatus_to_exitcode(status) & 0xFF)
+        if pid == child:  # its exit code, or 128 + the signal that killed it
+            code = os.waitstatus_to_exitcode(status)
+            os._exit(128 - code if code < 0 else code & 0xFF)
 
 
 def _folder_bytes(folder: str, cap: int) -> int:
@@ -750,12 +755,14 @@ def zygote() -> None:
                 os.close(fd)
             control.sendall(b'{"pid": 0}')
             continue
-        job = {**base, **request["job"]}
         pid = os.fork()
         if pid == 0:
             control.close()
             signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-            launch(job, plan, dict(zip(names, fds, strict=True)), ns)
+            channels = dict(zip(names, fds, strict=True))
+            with os.fdopen(channels.pop("job"), "rb") as f:
+                job = {**base, **json.loads(f.read())}
+            launch(job, plan, channels, ns)
             os._exit(0)
         launchers.add(pid)
         for fd in fds:
