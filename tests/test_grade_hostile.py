@@ -32,8 +32,14 @@ CHAPTER = ROOT / "notebooks" / "01_matmul.ipynb"
 LABELS = ["ex-matmul-outer", "ex-matmul-einsum", "ex-matmul-flops", "ex-matmul-predict"]
 CANARY = "lecturer-secret-7f3a"
 MARK = str(30_000 + os.getpid() % 20_000)  # the argv of processes the submissions leave behind
-LIMITS = Limits(cell_timeout=4, total_timeout=45, memory_mb=512, disk_mb=64, max_notebook_mb=2)
-PLAN = sb.plan()
+# COURSE_GRADE_LAYERS=landlock grades the class without namespaces or cgroups, as on a machine
+# that has neither (to try the fallback layers where the machine has more)
+_FEW = os.environ.get("COURSE_GRADE_LAYERS") == "landlock"
+LIMITS = Limits(
+    cell_timeout=4, total_timeout=45, memory_mb=512, disk_mb=64, max_notebook_mb=2,
+    namespaces=not _FEW, cgroups=not _FEW,
+)  # fmt: skip
+PLAN = sb.plan(namespaces=LIMITS.namespaces, cgroups=LIMITS.cgroups)
 
 # the learner's wrong answers that the integrity attacks try to get passed
 WRONG = {
@@ -279,13 +285,13 @@ def linear_flops(*sizes):
         "forge_reply": wrong(
             hand,
             """
-import os, struct, json
+import os, stat, struct, json
 def outer_matmul(X, Y):
     pipes = []
-    for fd in os.listdir("/proc/self/fd"):
+    for fd in range(3, 1024):  # every pipe it holds (/proc may be hidden)
         try:
-            if "pipe" in os.readlink(f"/proc/self/fd/{fd}"):
-                pipes.append(int(fd))
+            if stat.S_ISFIFO(os.fstat(fd).st_mode):
+                pipes.append(fd)
         except OSError:
             pass
     for fd in pipes:
@@ -387,9 +393,9 @@ def outer_matmul(X, Y):
             """
 import os
 def outer_matmul(X, Y):
-    for fd in os.listdir("/proc/self/fd"):
+    for fd in range(3, 1024):
         try:
-            os.write(int(fd), b"\\x00\\x00\\x00\\x05{bad")
+            os.write(fd, b"\\x00\\x00\\x00\\x05{bad")
         except OSError:
             pass
     return X

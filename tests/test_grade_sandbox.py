@@ -63,13 +63,14 @@ def test_landlock_confines_writes_to_the_folder_and_reads_to_the_course(tmp_path
     secret.write_text("the key")
 
     def child():
-        abi = sb.landlock([str(folder), os.devnull], sb.readable_paths(), [str(ROOT)])
+        abi = sb.landlock([str(folder), os.devnull], sb.readable_paths())
         return {
             "abi": abi,
             "write inside": attempt(lambda: (folder / "a.txt").write_text("x")),
             "write outside": attempt(lambda: (tmp_path / "b.txt").write_text("x")),
             "read the secret": attempt(lambda: secret.read_text()),
             "read a solution": attempt(lambda: (ROOT / "notebooks" / "01_matmul.py").read_text()),
+            "list the notebooks": attempt(lambda: os.listdir(ROOT / "notebooks")),
             "read the library": attempt(lambda: (ROOT / "course_lib" / "checker.py").read_text()),
         }
 
@@ -78,6 +79,7 @@ def test_landlock_confines_writes_to_the_folder_and_reads_to_the_course(tmp_path
     assert found["write inside"] == "allowed" and found["read the library"] == "allowed"
     assert found["write outside"] == "EACCES" and not (tmp_path / "b.txt").exists()
     assert found["read the secret"] == "EACCES" and found["read a solution"] == "EACCES"
+    assert found["list the notebooks"] == "EACCES"
 
 
 @needs_seccomp

@@ -628,7 +628,8 @@ def check_sandbox(limits: Limits) -> str:
     lines += ["", "A probe ran in the sandbox and tried what a submission should not manage:"]
     expected_refused = [
         "write a file outside its folder", "read a file the grader hid",
-        "read the course's notebooks", "chmod a file outside its folder",
+        "read the course's notebooks", "list the course's notebooks",
+        "chmod a file outside its folder",
         "set a timestamp outside its folder", "open a UDP socket", "open a TCP socket",
         "open a unix socket", "create a memfd", "signal the grader", "make a namespace",
     ]  # fmt: skip
@@ -696,6 +697,12 @@ def main(argv: list[str] | None = None) -> int:
         help="print what this machine protects, try it on a probe, and exit",
     )
     parser.add_argument(
+        "--no-namespaces",
+        action="store_true",
+        help="leave out namespaces and cgroups even where they exist (Landlock, seccomp and "
+        "limits only: to compare, or where namespaces misbehave)",
+    )
+    parser.add_argument(
         "--no-sandbox",
         action="store_true",
         help="run where no sandbox layer exists (limits and clean-up only: see the README)",
@@ -703,7 +710,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     limits = Limits(
         args.cell_timeout, args.total_timeout, args.memory_mb, sandbox=not args.no_sandbox,
-        disk_mb=args.disk_mb,
+        disk_mb=args.disk_mb, namespaces=not args.no_namespaces, cgroups=not args.no_namespaces,
     )  # fmt: skip
     if args.check_sandbox:
         print(check_sandbox(limits))
@@ -712,7 +719,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("give a worksheet and at least one submission (or --check-sandbox)")
     from tools import sandbox as sb
 
-    plan = sb.plan(sandbox=limits.sandbox)
+    plan = sb.plan(sandbox=limits.sandbox, namespaces=limits.namespaces, cgroups=limits.cgroups)
     if plan.refused:
         parser.error(plan.refused)
     missing = [str(p) for p in args.submissions if not p.is_file()]

@@ -234,7 +234,6 @@ class Judge:
             "output_limit": lim["output_limit"],
             "sandbox": lim["sandbox"],
             "readable": sb.readable_paths(),
-            "listable": [str(ROOT)],
             **extra,
         }
 
@@ -420,10 +419,12 @@ class Judge:
 
     def flags(self, mine: Any, called: dict[str, list[str]]) -> list[str]:
         out = []
+        from tools.grade import split_checks
+
         by_label: dict[str, list[str]] = {}
-        for label, src in mine.cells:
+        for label, src in mine.cells:  # its checker calls are not its code (the originals run)
             if label is not None:
-                by_label.setdefault(label, []).append(src)
+                by_label.setdefault(label, []).append(split_checks(src)[0])
         for label in self.calls:
             base = set(self.config.baseline.get(label, []))
             named = static_references(by_label.get(label, []), self.config.setup) - base
@@ -562,7 +563,7 @@ def probe(judge: Judge) -> dict:
     os.chmod(target, 0o644)
     marker = str(10_000 + os.getpid() % 50_000)
     session, folder = judge.session(
-        [], mode="probe", probe_target=target, probe_hidden=str(ROOT / "notebooks"),
+        [], mode="probe", probe_target=target, probe_hidden=str(ROOT / "notebooks" / "01_matmul.py"),
         probe_grader=os.getpid(), probe_marker=marker,
     )  # fmt: skip
     mode_before = os.stat(target).st_mode

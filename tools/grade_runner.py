@@ -355,7 +355,7 @@ def _confine(job: dict, plan: sb.Plan, uid: int | None) -> list[str]:
     sb.set_limits(cpu_seconds=int(job["total_timeout"]) + 5, file_mb=job["file_mb"], nproc=nproc)
     if job["sandbox"]:
         readable = None if plan.namespaces else job["readable"]
-        abi = sb.landlock([folder, os.devnull], readable, job.get("listable", []))
+        abi = sb.landlock([folder, os.devnull], readable)
         if not abi and not plan.namespaces:
             missing.append("landlock")
         if plan.seccomp:
@@ -384,7 +384,8 @@ def _probe(job: dict) -> dict:
     target = job["probe_target"]
     attempt("write a file outside its folder", lambda: open(target + ".new", "w").close())
     attempt("read a file the grader hid", lambda: open(target).read())
-    attempt("read the course's notebooks", lambda: os.listdir(job["probe_hidden"]))
+    attempt("read the course's notebooks", lambda: open(job["probe_hidden"]).read())
+    attempt("list the course's notebooks", lambda: os.listdir(os.path.dirname(job["probe_hidden"])))
     attempt("chmod a file outside its folder", lambda: os.chmod(target, 0o777))
     attempt("set a timestamp outside its folder", lambda: os.utime(target, (0, 0)))
     attempt("open a UDP socket", lambda: socket.socket(socket.AF_INET, socket.SOCK_DGRAM).close())
@@ -408,13 +409,17 @@ def _probe(job: dict) -> dict:
         kids.append(pid)
         count += 1
     results["processes it could start"] = count
-    if kids:  # a grandchild in a new session that outlives its parent, for the launcher to find
-        pid = os.fork() if count < sb.PIDS_MAX * 3 else -1
-        if pid == 0:
+    for pid in kids:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+    try:  # a grandchild in a new session that outlives its parent, for the launcher to find
+        if os.fork() == 0:
             os.setsid()
             if os.fork() == 0:
                 os.execv("/bin/sleep", ["sleep", job["probe_marker"]])
             os._exit(0)
+    except OSError as exc:
+        results["a process in a new session"] = f"refused ({exc})"
     return results
 
 
@@ -433,6 +438,7 @@ def submission(job: dict, plan: sb.Plan, uid: int | None, fds: dict[str, int], n
     import tempfile
 
     tempfile.tempdir = folder
+    used = sb.address_space()  # before Landlock, which may hide /proc
     try:
         missing = _confine(job, plan, uid)
     except BaseException as exc:
@@ -450,7 +456,7 @@ def submission(job: dict, plan: sb.Plan, uid: int | None, fds: dict[str, int], n
     os.close(fds["hs_w"])
     select.select([fds["go_r"]], [], [], 30)
     os.close(fds["go_r"])
-    sb.limit_memory(int(job["memory_mb"]))
+    sb.limit_memory(int(job["memory_mb"]), used)
     limit = float(job["cell_timeout"])
     labels = job.get("labels") or [None] * len(job["cells"])
     wanted = job.get("snap") or {}
@@ -506,7 +512,7 @@ def init(job: dict, plan: sb.Plan, uid: int | None, fds: dict[str, int], ns: dic
             os.sethostname("sandbox") if hasattr(os, "sethostname") else None
         except OSError:
             pass
-        owner = uid if (plan.root and uid is not None) else 0
+        owner = uid if (plan.root and uid is not None) else os.getuid()
         sb.build_view(job["folder"], int(job["disk_mb"]), owner, job["readable"])
     except BaseException as exc:
         try:
@@ -602,9 +608,12 @@ def launch(job: dict, plan: sb.Plan, fds: dict[str, int], ns: dict) -> None:
     fds = {**fds, "hs_w": hs_w, "go_r": go_r}
     if plan.namespaces:
         real_uid, real_gid = os.getuid(), os.getgid()
+        if plan.userns:  # writing one's own uid_map needs a dumpable process, for a moment
+            sb._prctl(sb.PR_SET_DUMPABLE, 1)
         sb.unshare(sb.CLONE_NEWPID | (sb.CLONE_NEWUSER if plan.userns else 0))
         if plan.userns:
             sb.map_user(real_uid, real_gid)
+            sb._prctl(sb.PR_SET_DUMPABLE, 0)
     child = os.fork()
     if child == 0:
         # nothing of the launcher's channels to the grader stays open below it

@@ -233,13 +233,14 @@ def unshare(flags: int) -> None:
 
 
 def map_user(uid: int, gid: int) -> None:
-    """In a new user namespace: be root in it, mapped to ``uid``/``gid`` outside."""
+    """In a new user namespace: keep the same ``uid``/``gid`` in it (not root there; the
+    capabilities its creator holds in it are dropped before the submission runs)."""
     with open("/proc/self/setgroups", "w") as f:
         f.write("deny")
     with open("/proc/self/uid_map", "w") as f:
-        f.write(f"0 {uid} 1")
+        f.write(f"{uid} {uid} 1")
     with open("/proc/self/gid_map", "w") as f:
-        f.write(f"0 {gid} 1")
+        f.write(f"{gid} {gid} 1")
 
 
 def _mount(
@@ -493,30 +494,74 @@ def children_of(pid: int) -> list[int]:
     return out
 
 
-def kill_children(rounds: int = 100, keep: set[int] = frozenset()) -> int:
-    """Kill every process below this one but ``keep`` (this process must be a child
-    subreaper, so that orphans come back to it) and reap them; the number still alive."""
-    me, quiet = os.getpid(), 0
+def _parents() -> dict[int, int]:
+    """pid -> parent pid of every process (from /proc)."""
+    out = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    data = f.read()
+                out[int(entry)] = int(data[data.rfind(")") + 2 :].split()[1])
+            except (OSError, ValueError, IndexError):
+                pass
+    return out
+
+
+def descendants(root: int, parents: dict[int, int] | None = None) -> list[int]:
+    parents = _parents() if parents is None else parents
+    below: dict[int, list[int]] = {}
+    for pid, ppid in parents.items():
+        below.setdefault(ppid, []).append(pid)
+    out, todo = [], list(below.get(root, []))
+    while todo:
+        pid = todo.pop()
+        out.append(pid)
+        todo += below.get(pid, [])
+    return out
+
+
+def kill_children(rounds: int = 200, keep: set[int] = frozenset()) -> int:
+    """Kill every process below this one but ``keep`` (and what is below those it keeps is
+    left alone too) and reap them; the number still alive. Every descendant is stopped
+    first, until a scan finds none running, so that a fork bomb cannot outrun the killing;
+    this process should be a child subreaper, so that orphans come back to it."""
+    me = os.getpid()
+
+    def mine() -> list[int]:
+        parents = _parents()
+        kept = set(keep)
+        for k in keep:
+            kept.update(descendants(k, parents))
+        return [p for p in descendants(me, parents) if p not in kept]
+
+    stopped: set[int] = set()
     for _ in range(rounds):
-        kids = [k for k in children_of(me) if k not in keep]
-        if not kids:
-            quiet += 1
-            if quiet >= 2:
-                return 0
-            time.sleep(0.01)
-            continue
-        quiet = 0
-        for pid in kids:
+        found = [p for p in mine() if p not in stopped]
+        if not found:
+            break
+        for pid in found:
+            try:
+                os.kill(pid, signal.SIGSTOP)
+            except OSError:
+                pass
+        stopped.update(found)
+    for _ in range(rounds):
+        found = mine()
+        if not found:
+            return 0
+        for pid in found:
             try:
                 os.kill(pid, signal.SIGKILL)
             except OSError:
                 pass
-        for pid in kids:
+        for pid in found:
             try:
-                os.waitpid(pid, 0)
+                os.waitpid(pid, os.WNOHANG)
             except ChildProcessError:
                 pass
-    return len([k for k in children_of(me) if k not in keep])
+        time.sleep(0.005)
+    return len(mine())
 
 
 def kill_user(uid: int) -> None:
@@ -999,9 +1044,10 @@ def address_space() -> int:
     return 0
 
 
-def limit_memory(memory_mb: int) -> None:
-    """``RLIMIT_AS`` at what is in use now plus ``memory_mb``."""
-    used = address_space()
+def limit_memory(memory_mb: int, used: int | None = None) -> None:
+    """``RLIMIT_AS`` at ``used`` (default: what is in use now) plus ``memory_mb``. Measure
+    ``used`` before Landlock, which may hide /proc."""
+    used = address_space() if used is None else used
     if used:
         value = used + memory_mb * 2**20
         _, hard = resource.getrlimit(resource.RLIMIT_AS)
@@ -1023,7 +1069,7 @@ class _PathBeneath(ctypes.Structure):
     _fields_ = [("allowed_access", ctypes.c_uint64), ("parent_fd", ctypes.c_int32)]
 
 
-def landlock(writable: list[str], readable: list[str] | None, listable: list[str] = ()) -> int:
+def landlock(writable: list[str], readable: list[str] | None) -> int:
     """Forbid, for this process and its children, every change outside ``writable``, every
     read outside ``writable + readable`` (unless ``readable`` is None: reads stay free), TCP and
     signals out of the sandbox; return the ABI used (0: none here)."""
@@ -1039,7 +1085,6 @@ def landlock(writable: list[str], readable: list[str] | None, listable: list[str
     if ruleset < 0:
         raise OSError(ctypes.get_errno(), "landlock_create_ruleset failed")
     rules = [(p, fs) for p in writable] + [(p, _LL_READ) for p in readable or ()]
-    rules += [(p, _LL_READ_DIR) for p in listable if readable is not None]
     try:
         for path, allowed in rules:
             try:
