@@ -556,3 +556,35 @@ class Session:
                 if old.shape == new.shape and old.dtype == new.dtype:
                     with torch.no_grad():
                         old.copy_(new)
+
+
+class Loopback(Session):
+    """A session whose "submission" is this process: every request and reply still goes
+    through the plain-data format as JSON text, and the submission's side is
+    :class:`tools.grade_runner.Server`, so a checker run against a :meth:`proxy` sees exactly
+    what it would see in a grading run (tests/test_grade_checkers.py; no sandbox, no limits)."""
+
+    def __init__(self) -> None:
+        from tools.grade_runner import Server
+
+        self.server = Server({"__name__": "__main__"}, 0.0)  # no alarm in this process
+        self.cell_timeout, self.total_timeout = float("inf"), float("inf")
+        self.ended, self.running, self.pid, self.next_id = None, True, None, 1
+        self.trace, self.course_calls, self.final = False, [], {}
+
+    def proxy(self, obj: Any) -> Any:
+        """``obj`` as the grader would get it: plain data, or a proxy to it."""
+        node = self.server.objects.add(obj) if callable(obj) else wire.encode(obj, fallback=self.server.fallback)
+        return wire.decode(json.loads(json.dumps(node)), refs=self._proxy)
+
+    def _exchange(self, message: dict) -> dict:
+        ident = self.next_id
+        self.next_id += 1
+        request = json.loads(json.dumps({"id": ident, **message}))
+        reply = json.loads(json.dumps(self.server.handle(request)))
+        if reply.get("id") != ident or ("ok" in reply) == ("err" in reply):
+            raise SessionEnded("a malformed reply")
+        return reply
+
+    def stop(self) -> dict:
+        return {}

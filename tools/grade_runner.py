@@ -237,61 +237,62 @@ def _course_tracer(found: list[str]) -> Any:
 _MUTABLE = (list, dict, bytearray)
 
 
-def serve(ns: dict, req: int, rep: int, limit: float, snaps: dict | None = None) -> None:
-    """Answer the grader's requests until it closes the request pipe (``snaps``: values of
-    expressions taken right after an exercise's cells, by (label, expression))."""
-    snaps = snaps or {}
-    objects = _Objects()
-    fallback = _plain(objects)
-    np = sys.modules.get("numpy")
+class Server:
+    """The submission's side of the calls: its objects by number, and one reply per request."""
 
-    def lookup(ref: wire.Ref) -> Any:
-        return objects.get(ref)
+    def __init__(self, ns: dict, limit: float, snaps: dict | None = None) -> None:
+        self.ns, self.limit, self.snaps = ns, limit, snaps or {}
+        self.objects = _Objects()
+        self.fallback = _plain(self.objects)
 
+    def lookup(self, ref: wire.Ref) -> Any:
+        return self.objects.get(ref)
+
+    @staticmethod
     def mutable(x: Any) -> bool:
-        torch = sys.modules.get("torch")
+        np, torch = sys.modules.get("numpy"), sys.modules.get("torch")
         return (
             type(x) in _MUTABLE
             or (np is not None and type(x) is np.ndarray)
             or (torch is not None and type(x) is torch.Tensor)
         )
 
-    while True:
-        try:
-            msg = wire.read_frame(req)
-        except (EOFError, OSError):
-            return
+    def handle(self, msg: Any) -> dict:
+        """The reply to one request (a JSON-ready dict): ``ok`` with the value, or ``err``."""
         ident = msg.get("id") if isinstance(msg, dict) else None
         reply: dict[str, Any] = {"id": ident}
         course: list[str] = []
+        objects, fallback = self.objects, self.fallback
         try:
             op = msg["op"]
             if op == "eval":
                 key = (msg.get("label"), msg["expr"])
-                if key in snaps:
-                    value, problem = snaps[key]
+                if key in self.snaps:
+                    value, problem = self.snaps[key]
                     if problem is not None:
                         raise problem
                 else:
-                    value = eval(compile(msg["expr"], "<grader>", "eval"), ns)
+                    value = eval(compile(msg["expr"], "<grader>", "eval"), self.ns)
             elif op == "call":
                 fn = objects.get(wire.Ref(int(msg["ref"])))
-                args = wire.decode(msg["args"], refs=lookup)
-                kwargs = wire.decode(msg["kwargs"], refs=lookup)
+                args = wire.decode(msg["args"], refs=self.lookup)
+                kwargs = wire.decode(msg["kwargs"], refs=self.lookup)
                 before = {}
                 for i, a in enumerate(args):
-                    if mutable(a):
+                    if self.mutable(a):
                         try:
                             before[i] = json.dumps(wire.encode(a, fallback=fallback))
                         except Exception:
                             pass
                 if msg.get("trace"):
                     sys.setprofile(_course_tracer(course))
-                signal.setitimer(signal.ITIMER_REAL, limit)
+                if self.limit:
+                    signal.setitimer(signal.ITIMER_REAL, self.limit)
                 try:
                     value = fn(*args, **kwargs)
                 finally:
-                    signal.setitimer(signal.ITIMER_REAL, 0)
+                    if self.limit:
+                        signal.setitimer(signal.ITIMER_REAL, 0)
                     sys.setprofile(None)
                 writeback = []
                 for i, text in before.items():
@@ -307,7 +308,7 @@ def serve(ns: dict, req: int, rep: int, limit: float, snaps: dict | None = None)
             elif op == "len":
                 value = len(objects.get(wire.Ref(int(msg["ref"]))))
             elif op == "getitem":
-                key = wire.decode(msg["key"], refs=lookup)
+                key = wire.decode(msg["key"], refs=self.lookup)
                 value = objects.get(wire.Ref(int(msg["ref"])))[key]
             elif op == "iter":
                 value = iter(objects.get(wire.Ref(int(msg["ref"]))))
@@ -322,14 +323,28 @@ def serve(ns: dict, req: int, rep: int, limit: float, snaps: dict | None = None)
             if "ok" not in reply:
                 reply["ok"] = wire.encode(value, fallback=fallback)
         except BaseException as exc:
-            signal.setitimer(signal.ITIMER_REAL, 0)
+            if self.limit:
+                signal.setitimer(signal.ITIMER_REAL, 0)
             reply = {"id": ident, "err": _exception(exc)}
         if course:
             reply["course"] = course
+        return reply
+
+
+def serve(ns: dict, req: int, rep: int, limit: float, snaps: dict | None = None) -> None:
+    """Answer the grader's requests until it closes the request pipe (``snaps``: values of
+    expressions taken right after an exercise's cells, by (label, expression))."""
+    server = Server(ns, limit, snaps)
+    while True:
+        try:
+            msg = wire.read_frame(req)
+        except (EOFError, OSError):
+            return
+        reply = server.handle(msg)
         try:
             wire.write_frame(rep, reply)
         except wire.WireError as exc:
-            wire.write_frame(rep, {"id": ident, "err": _exception(exc)})
+            wire.write_frame(rep, {"id": reply.get("id"), "err": _exception(exc)})
         except OSError:
             return
 
