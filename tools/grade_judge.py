@@ -302,6 +302,7 @@ class Judge:
                 continue
             verdict: tuple[bool, str] = (True, "")
             session.course_calls, session.trace = [], True
+            judged = False
             for call in calls:
                 try:
                     func = eval(call.func, dict(self.ns))
@@ -323,13 +324,15 @@ class Judge:
                 if session.ended:  # a call inside the checker ended the process
                     verdict = (False, session.ended)
                     break
-                if not isinstance(outcome, Outcome):
-                    verdict = (False, f"the checker returned a {type(outcome).__name__}")
-                    break
+                if not isinstance(outcome, Outcome):  # a helper of the checkers' module
+                    continue  # (e.g. check.attend_in_blocks in an assert), not a verdict
+                judged = True
                 if not outcome.passed:
                     verdict = (False, "; ".join(outcome.details) or outcome.title)
                     break
             session.trace = False
+            if verdict[0] and not judged:
+                verdict = (False, "no checker of this exercise gave a verdict")
             results[label] = verdict
             called[label] = list(session.course_calls)
         return results, called
