@@ -349,3 +349,27 @@ def test_bad_arguments_are_named(tmp_path, capsys):
             ]
         )
     assert "used more than once" in capsys.readouterr().err
+
+
+def test_a_checker_that_works_without_end_stops_its_judge_with_a_message():
+    import json as json_
+    import time as time_
+
+    from tools.grade_judge import Watchdog
+
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(r)
+        dog = Watchdog(limit=0.3)
+        dog.watch(os.fdopen(w, "w"))
+        dog.arm("ex-regex")
+        while True:  # a checker stuck on the learner's data
+            pass
+    os.close(w)
+    started = time_.monotonic()
+    _, status = os.waitpid(pid, 0)
+    line = os.read(r, 4096).decode()
+    os.close(r)
+    assert os.waitstatus_to_exitcode(status) == 70 and time_.monotonic() - started < 30
+    assert "ex-regex" in json_.loads(line)["error"]

@@ -387,6 +387,7 @@ def _config(sheet: Sheet, limits: Limits, plan: dict, seed: int | None, setup: s
             "file_mb": limits.file_mb,
             "output_limit": limits.output_limit,
             "sandbox": limits.sandbox,
+            "checker_timeout": limits.checker_timeout,
         },
         "plan": plan,
         "seed": seed,

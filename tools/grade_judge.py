@@ -27,8 +27,10 @@ import ast
 import dataclasses
 import json
 import os
+import resource
 import sys
 import tempfile
+import threading
 import time
 import traceback
 from pathlib import Path
@@ -308,7 +310,11 @@ class Judge:
                     func = eval(call.func, dict(self.ns))
                     args = [self._value(session, call, i, a) for i, a in enumerate(call.args)]
                     kwargs = {k: self._value(session, call, k, a) for k, a in call.kwargs.items()}
-                    outcome = func(*args, **kwargs)
+                    WATCHDOG.arm(label)
+                    try:
+                        outcome = func(*args, **kwargs)
+                    finally:
+                        WATCHDOG.disarm()
                 except SessionEnded as exc:
                     verdict = (False, str(exc))
                     break
@@ -483,6 +489,53 @@ class Judge:
         return {"trusted": trusted, "results": results, "baseline": baseline, "cell_errors": errors}
 
 
+class Watchdog:
+    """Stops this judge process when one checker call uses more than ``limit`` seconds of
+    this process's CPU: the learner's data can make a checker work without end (a pattern
+    that backtracks catastrophically, say), and time spent waiting for the submission's
+    process uses none. The grader then gives that submission a row and starts a new judge."""
+
+    def __init__(self, limit: float = 120.0) -> None:
+        self.limit, self.label, self.start, self.out = limit, None, 0.0, None
+        self.lock = threading.Lock()
+
+    @staticmethod
+    def cpu() -> float:
+        use = resource.getrusage(resource.RUSAGE_SELF)
+        return use.ru_utime + use.ru_stime
+
+    def arm(self, label: str) -> None:
+        with self.lock:
+            self.label, self.start = label, self.cpu()
+
+    def disarm(self) -> None:
+        with self.lock:
+            self.label = None
+
+    def watch(self, out: Any) -> None:
+        self.out = out
+        threading.Thread(target=self._run, daemon=True).start()
+
+    def _run(self) -> None:
+        while True:
+            time.sleep(0.5)
+            with self.lock:
+                if self.label is None or self.cpu() - self.start < self.limit:
+                    continue
+                message = (
+                    f"the checker of {self.label} worked past {self.limit:g} s of the grader's "
+                    "CPU on this submission's answer and was stopped"
+                )
+                try:
+                    self.out.write(json.dumps({"error": message}) + "\n")
+                    self.out.flush()
+                finally:
+                    os._exit(70)
+
+
+WATCHDOG = Watchdog()
+
+
 def _leftover(final: dict, folder: str) -> str:
     parts = []
     n = final.get("leftover_processes")
@@ -526,6 +579,8 @@ def main() -> None:
         pass
     config = Config(**json.loads(sys.stdin.readline()))
     judge = Judge(config)
+    WATCHDOG.limit = float(config.limits.get("checker_timeout", 120.0))
+    WATCHDOG.watch(out)
     out.write(json.dumps({"ready": True}) + "\n")
     try:
         _serve(judge, out)

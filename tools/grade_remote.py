@@ -574,7 +574,11 @@ class Loopback(Session):
 
     def proxy(self, obj: Any) -> Any:
         """``obj`` as the grader would get it: plain data, or a proxy to it."""
-        node = self.server.objects.add(obj) if callable(obj) else wire.encode(obj, fallback=self.server.fallback)
+        node = (
+            self.server.objects.add(obj)
+            if callable(obj)
+            else wire.encode(obj, fallback=self.server.fallback)
+        )
         return wire.decode(json.loads(json.dumps(node)), refs=self._proxy)
 
     def _exchange(self, message: dict) -> dict:
