@@ -147,6 +147,18 @@ def test_ready_chapter_follows_the_pattern(src):
     assert abs(core - minutes["core"]) <= 3, f"core path {core} min, core sections {minutes}"
     assert abs(optional - minutes["optional"]) <= 5, f"optional {optional} min, sections {minutes}"
     assert minutes["core"] <= 60, "a 50-minute core path, give or take"
+    # every section's minutes from the one rate of tools/minutes.py (README, 'The chapter pattern')
+    from tools import minutes as rate
+
+    estimated = rate.sections(src)
+    off = [
+        f"{s.number} '{s.title}': stated {s.stated} min, the rate gives {s.estimate}"
+        for s in estimated
+        if not s.within
+    ]
+    assert not off, "minutes off the course's rate (python -m tools.minutes):\n" + "\n".join(off)
+    core_estimate = sum(s.estimate for s in estimated if s.kind == "core")
+    assert core_estimate <= 60, f"the core path takes {core_estimate} min at the course's rate"
     headings = re.findall(r"^# ## (.*)$", text, re.M)
     assert headings[-1] == "How this chapter is tested", "the testing appendix comes last"
     assert "check_prediction" in text, "a predict-then-check exercise"
