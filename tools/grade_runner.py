@@ -614,6 +614,7 @@ def launch(job: dict, plan: sb.Plan, fds: dict[str, int], ns: dict) -> None:
     if uid is not None:
         os.chown(folder, uid, uid)
     memory = int(job["memory_mb"]) * 2**20
+    disk = int(job["disk_mb"]) * 2**20
     group = None
     if plan.cgroup:
         group = sb.Cgroup.create(f"grade-{os.getpid()}", memory + 2**31, sb.PIDS_MAX + 2)
@@ -670,9 +671,11 @@ def launch(job: dict, plan: sb.Plan, fds: dict[str, int], ns: dict) -> None:
             break
         if hs_r in ready:
             os.read(hs_r, 64)
-            if group is not None:
+            if group is not None:  # all its processes together: above RLIMIT_AS, which
+                # should stop one runaway allocation first (a MemoryError, not a kill), plus
+                # the folder's tmpfs, which is memory too
                 try:
-                    group.set_memory(group.memory_usage() + memory)
+                    group.set_memory(group.memory_usage() + memory + disk + 2**28)
                 except OSError:
                     pass
             if plan.namespaces:  # the submission's process, as this namespace numbers it
