@@ -211,8 +211,9 @@ class Limits:
     file_mb: int = 64
     checker_timeout: float = 120.0  # the grader's own time for one submission's checks
     max_notebook_mb: float = 20.0
-    namespaces: bool = True  # False leaves out namespaces even where the machine has them
+    namespaces: bool = True  # False leaves out the grader's own namespaces
     cgroups: bool = True  # False leaves out cgroups (the tests use both to try the fallbacks)
+    bwrap: bool = True  # False leaves out bwrap's namespaces too
 
 
 @dataclass
@@ -434,7 +435,10 @@ def grade_class(
 
     if not sheet.graded:
         raise SystemExit("error: the worksheet has no exercise with a checker to grade")
-    plan = sb.plan(sandbox=limits.sandbox, namespaces=limits.namespaces, cgroups=limits.cgroups)
+    plan = sb.plan(
+        sandbox=limits.sandbox, namespaces=limits.namespaces, cgroups=limits.cgroups,
+        bwrap=limits.bwrap,
+    )  # fmt: skip
     if plan.refused:
         raise SystemExit(f"error: {plan.refused}")
     key = key or sheet
@@ -609,7 +613,10 @@ def check_sandbox(limits: Limits) -> str:
     """What this machine protects, as the plan says and as a probe found (``--check-sandbox``)."""
     from tools import sandbox as sb
 
-    plan = sb.plan(sandbox=limits.sandbox, namespaces=limits.namespaces, cgroups=limits.cgroups)
+    plan = sb.plan(
+        sandbox=limits.sandbox, namespaces=limits.namespaces, cgroups=limits.cgroups,
+        bwrap=limits.bwrap,
+    )  # fmt: skip
     lines = [f"The grader's sandbox on this machine ({os.uname().sysname} {os.uname().release}, "
              f"{'root' if plan.root else 'user ' + sb.user_name(os.getuid())}):", ""]  # fmt: skip
     for what, ok, how in sb.describe(plan):
@@ -712,7 +719,10 @@ def main(argv: list[str] | None = None) -> int:
     limits = Limits(
         args.cell_timeout, args.total_timeout, args.memory_mb, sandbox=not args.no_sandbox,
         disk_mb=args.disk_mb, namespaces=not args.no_namespaces, cgroups=not args.no_namespaces,
+        bwrap=not args.no_namespaces,
     )  # fmt: skip
+    if os.environ.get("COURSE_GRADE_LAYERS") == "bwrap":  # (tests: bwrap's namespaces only)
+        limits.namespaces = False
     if args.check_sandbox:
         print(check_sandbox(limits))
         return 0
@@ -720,7 +730,10 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("give a worksheet and at least one submission (or --check-sandbox)")
     from tools import sandbox as sb
 
-    plan = sb.plan(sandbox=limits.sandbox, namespaces=limits.namespaces, cgroups=limits.cgroups)
+    plan = sb.plan(
+        sandbox=limits.sandbox, namespaces=limits.namespaces, cgroups=limits.cgroups,
+        bwrap=limits.bwrap,
+    )  # fmt: skip
     if plan.refused:
         parser.error(plan.refused)
     missing = [str(p) for p in args.submissions if not p.is_file()]

@@ -555,6 +555,8 @@ def sandbox_summary(plan: sb.Plan, final: dict | None = None) -> str:
     layers = []
     if plan.namespaces:
         layers.append("userns" if plan.userns else "namespaces")
+    elif plan.wrapper:
+        layers.append(plan.wrapper)
     if plan.root:
         layers.append("own uid")
     if plan.cgroup:

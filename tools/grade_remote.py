@@ -312,8 +312,10 @@ class Session:
             self._end("the grader could not start the submission's process")
         cell = None
         while True:  # "cell i" as each cell starts, then the cells' errors
-            # a cell gets its limit twice over (its own, and the snapshots after it), plus 5 s
-            soon = time.monotonic() + 2 * self.cell_timeout + 5
+            # a cell gets its limit twice over (its own, and the snapshots after it), plus 5 s;
+            # before the first cell, the set-up (the grader's own code, run again in the
+            # submission's process under bwrap) may take up to 300 s
+            soon = time.monotonic() + 2 * self.cell_timeout + 5 + (300 if cell is None else 0)
             try:
                 msg = wire.read_frame(self.rep_r, min(soon, self.deadline))
             except TimeoutError:

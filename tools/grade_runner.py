@@ -369,9 +369,9 @@ def _confine(job: dict, plan: sb.Plan, uid: int | None) -> list[str]:
         nproc = sb.count_processes_of(os.getuid()) + sb.PIDS_MAX
     sb.set_limits(cpu_seconds=int(job["total_timeout"]) + 5, file_mb=job["file_mb"], nproc=nproc)
     if job["sandbox"]:
-        readable = None if plan.namespaces else job["readable"]
+        readable = None if plan.view else job["readable"]  # a private root hides the rest
         abi = sb.landlock([folder, os.devnull], readable)
-        if not abi and not plan.namespaces:
+        if not abi and not plan.view:
             missing.append("landlock")
         if plan.seccomp:
             sb.seccomp_filter(plan.seccomp)
@@ -622,6 +622,9 @@ def launch(job: dict, plan: sb.Plan, fds: dict[str, int], ns: dict) -> None:
     hs_r, hs_w = os.pipe()
     go_r, go_w = os.pipe()
     fds = {**fds, "hs_w": hs_w, "go_r": go_r}
+    wrapped = plan.wrapper == "bwrap" and not plan.namespaces
+    if wrapped:  # bwrap runs a fresh Python (tools.grade_runner --inside); its job comes here
+        job_r, job_w = os.pipe()
     if plan.namespaces:
         real_uid, real_gid = os.getuid(), os.getgid()
         if plan.userns:  # writing one's own uid_map needs a dumpable process, for a moment
@@ -641,6 +644,18 @@ def launch(job: dict, plan: sb.Plan, fds: dict[str, int], ns: dict) -> None:
         for target in (0, 1, 2):
             os.dup2(null, target)
         os.close(null)
+        if wrapped:
+            os.close(job_w)
+            os.dup2(job_r, 0)
+            for name in ("req", "rep", "hs_w", "go_r"):
+                os.set_inheritable(fds[name], True)
+            command = sb.bwrap_command(plan.bwrap, folder, int(job["disk_mb"]), job["readable"])
+            command += ["--", sys.executable, "-m", "tools.grade_runner", "--inside"]
+            env = sb.minimal_environment(folder, {"PYTHONPATH": str(sb.ROOT)})
+            try:
+                os.execve(plan.bwrap, command, env)
+            finally:
+                os._exit(127)
         if plan.namespaces:
             init(job, plan, uid, fds, ns)
         else:
@@ -648,6 +663,21 @@ def launch(job: dict, plan: sb.Plan, fds: dict[str, int], ns: dict) -> None:
         os._exit(0)
     for fd in (fds["req"], fds["rep"], hs_w, go_r, placed_r):
         os.close(fd)
+    if wrapped:
+        os.close(job_r)
+        inner = {**job, "fds": {n: fds[n] for n in ("req", "rep", "hs_w", "go_r")}}
+        data = json.dumps(inner).encode()
+
+        def feed() -> None:
+            try:
+                with os.fdopen(job_w, "wb") as f:
+                    f.write(data)
+            except OSError:
+                pass
+
+        import threading
+
+        threading.Thread(target=feed, daemon=True).start()
     if group is not None:
         try:
             group.join(child)
@@ -658,7 +688,7 @@ def launch(job: dict, plan: sb.Plan, fds: dict[str, int], ns: dict) -> None:
     os.write(placed_w, b"x")
     os.close(placed_w)
     report(event="started", uid=uid, cgroup=group.version if group else 0)
-    if not plan.namespaces:
+    if not plan.view:
         report(event="pid", pid=child)
     deadline = time.monotonic() + float(job["total_timeout"]) + 10
     disk_cap = int(job["disk_mb"]) * 2**20
@@ -678,8 +708,10 @@ def launch(job: dict, plan: sb.Plan, fds: dict[str, int], ns: dict) -> None:
                     group.set_memory(group.memory_usage() + memory + disk + 2**28)
                 except OSError:
                     pass
-            if plan.namespaces:  # the submission's process, as this namespace numbers it
-                kids = sb.children_of(child)
+            if plan.view:  # the submission's process, as this namespace numbers it
+                kids = sb.children_of(child) if plan.namespaces else [
+                    p for p in sb.descendants(child) if _is_inside(p)
+                ]  # fmt: skip
                 if kids:
                     report(event="pid", pid=kids[0])
             try:
@@ -697,7 +729,7 @@ def launch(job: dict, plan: sb.Plan, fds: dict[str, int], ns: dict) -> None:
         if now > deadline:
             why = "the total time limit"
             break
-        if not plan.namespaces and now > next_disk:
+        if not plan.view and now > next_disk:
             next_disk = now + 0.5
             if _folder_bytes(folder, disk_cap) > disk_cap:
                 why = "disk"
@@ -726,6 +758,30 @@ def launch(job: dict, plan: sb.Plan, fds: dict[str, int], ns: dict) -> None:
         oom=oom, pids_max=pids,
     )  # fmt: skip
     os._exit(0)
+
+
+def _is_inside(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read().endswith(b"--inside\0")
+    except OSError:
+        return False
+
+
+def inside() -> None:
+    """``python -m tools.grade_runner --inside``: the submission's process under bwrap, which
+    runs the worksheet's set-up cell itself (no zygote to fork from), then as a fork would."""
+    job = json.loads(sys.stdin.buffer.read())
+    plan = sb.Plan.from_json(job["plan"])
+    fds = job["fds"]
+    ns: dict[str, Any] = {"__name__": "__main__"}
+    os.chdir(job["folder"])
+    for i, code in enumerate(job["setup"]):
+        problem = _run(code, f"<setup {i + 1}>", ns, 600.0)
+        if problem:
+            wire.write_frame(fds["rep"], {"fatal": f"the grader's set-up cell failed: {problem}"})
+            os._exit(3)
+    submission(job, plan, None, fds, ns)
 
 
 def zygote() -> None:
@@ -798,4 +854,4 @@ def zygote() -> None:
 
 
 if __name__ == "__main__":
-    zygote()
+    inside() if sys.argv[1:] == ["--inside"] else zygote()

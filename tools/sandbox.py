@@ -616,9 +616,15 @@ class Plan:
     landlock: int = 0  # the ABI
     seccomp: str | None = None  # the architecture of the filter
     subreaper: bool = False
-    bwrap: str | None = None  # found, for the report (not needed where namespaces work)
+    bwrap: str | None = None  # found on the PATH
+    wrapper: str | None = None  # "bwrap" where it makes the namespaces the kernel lets us not
     refused: str | None = None  # why grading must not go on here
     notes: list[str] = dataclasses.field(default_factory=list)
+
+    @property
+    def view(self) -> bool:
+        """A private root (own namespaces, or bwrap's)."""
+        return self.namespaces or self.wrapper == "bwrap"
 
     def to_json(self) -> dict:
         return dataclasses.asdict(self)
@@ -631,15 +637,20 @@ class Plan:
 _PLAN: Plan | None = None
 
 
-def plan(*, sandbox: bool = True, namespaces: bool = True, cgroups: bool = True) -> Plan:
+def plan(
+    *, sandbox: bool = True, namespaces: bool = True, cgroups: bool = True, bwrap: bool = True
+) -> Plan:
     """Find out what this machine offers and decide what to use (cached per process).
 
-    ``namespaces=False`` and ``cgroups=False`` leave those layers out (the tests use them to
-    exercise the fallbacks); ``sandbox=False`` (``--no-sandbox``) keeps the resource limits,
+    Namespaces are made by the grader itself where the kernel lets it (root, or unprivileged
+    user namespaces), else by ``bwrap`` where that works (e.g. where AppArmor allows user
+    namespaces to bwrap only). ``namespaces=False`` leaves the grader's own namespaces out
+    (with ``bwrap=False`` too, all of them), ``cgroups=False`` the cgroups: the tests use them
+    to exercise the fallbacks. ``sandbox=False`` (``--no-sandbox``) keeps the resource limits,
     the process clean-up and the minimal environment only.
     """
     global _PLAN
-    key = (sandbox, namespaces, cgroups)
+    key = (sandbox, namespaces, cgroups, bwrap)
     if _PLAN is not None and getattr(_PLAN, "_key", None) == key:
         return _PLAN
     p = Plan()
@@ -667,7 +678,13 @@ def plan(*, sandbox: bool = True, namespaces: bool = True, cgroups: bool = True)
             if why is None:
                 p.namespaces, p.userns = True, not p.root
             else:
-                p.notes.append(f"no namespaces here ({why})")
+                p.notes.append(f"no namespaces of the grader's own here ({why})")
+        if not p.namespaces and bwrap and p.bwrap and not p.root:
+            why = _try_bwrap(p.bwrap)
+            if why is None:
+                p.wrapper = "bwrap"
+            else:
+                p.notes.append(f"bwrap does not work here ({why})")
     if p.root:
         if not (_cap_eff() >> 7) & 1:  # CAP_SETUID
             p.refused = (
@@ -675,7 +692,7 @@ def plan(*, sandbox: bool = True, namespaces: bool = True, cgroups: bool = True)
                 "so submissions would run as root: run it as an ordinary user"
             )
         p.uid = UID_BASE  # + the launcher's pid, at run time
-        if not p.namespaces:
+        if not p.view:
             blocked = _unreadable_for_others(_needed_paths())
             if blocked:
                 p.refused = (
@@ -689,7 +706,7 @@ def plan(*, sandbox: bool = True, namespaces: bool = True, cgroups: bool = True)
         if probe is not None:
             p.cgroup = probe.version
             probe.remove()
-    if sandbox and not (p.namespaces or p.landlock):
+    if sandbox and not (p.view or p.landlock):
         p.refused = (
             "this kernel has neither namespaces the grader may use nor Landlock (Linux 5.13 or "
             "newer), so a submission could write anywhere your user can: grade in a container "
@@ -698,6 +715,35 @@ def plan(*, sandbox: bool = True, namespaces: bool = True, cgroups: bool = True)
     _PLAN = p
     p._key = key  # type: ignore[attr-defined]
     return p
+
+
+def _try_bwrap(path: str) -> str | None:
+    """None if bwrap can make its namespaces here (it runs ``true`` in them), else why not."""
+    import subprocess
+
+    try:
+        proc = subprocess.run(
+            [path, "--unshare-all", "--die-with-parent", "--ro-bind", "/", "/", "--proc", "/proc",
+             "--dev", "/dev", "--", "true"],
+            capture_output=True, timeout=20, check=False,
+        )  # fmt: skip
+    except (OSError, subprocess.SubprocessError) as exc:
+        return str(exc)[:200]
+    return None if proc.returncode == 0 else proc.stderr.decode(errors="replace").strip()[:200]
+
+
+def bwrap_command(path: str, folder: str, disk_mb: int, readable: list[str]) -> list[str]:
+    """bwrap's arguments for a submission: every namespace, no capability, a root that holds
+    ``readable`` read-only, a fresh /proc and /dev, and ``folder`` as a tmpfs of ``disk_mb``."""
+    args = [path, "--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL"]
+    args += ["--hostname", "sandbox"]
+    for p in readable:
+        if os.path.islink(p) and os.path.dirname(p) == "/":
+            args += ["--symlink", os.readlink(p), p]
+        else:
+            args += ["--ro-bind", p, p]
+    args += ["--proc", "/proc", "--dev", "/dev", "--size", str(disk_mb * 2**20), "--tmpfs", folder]
+    return args + ["--chdir", folder]
 
 
 def _needed_paths() -> list[str]:
@@ -764,7 +810,8 @@ def describe(p: Plan, limits: dict[str, Any] | None = None) -> list[tuple[str, b
     """(protection, in place, how) for every layer, as ``--check-sandbox`` prints them."""
     limits = limits or {}
     lines: list[tuple[str, bool, str]] = []
-    ns = p.namespaces
+    ns = p.view
+    made = "bwrap's" if p.wrapper == "bwrap" and not p.namespaces else "its"
 
     def add(what: str, ok: bool, how: str) -> None:
         lines.append((what, ok, how))
@@ -792,7 +839,7 @@ def describe(p: Plan, limits: dict[str, Any] | None = None) -> list[tuple[str, b
     add(
         "nothing outlives its grading",
         p.linux,
-        ("a PID namespace: the kernel kills every process in it when grading ends"
+        (f"{made} PID namespace: the kernel kills every process in it when grading ends"
          if ns else "a child subreaper kills every process left below the launcher"
          + (", and a cgroup finds the rest" if p.cgroup else "")
          + (", and its own user id" if p.root else ""))
@@ -849,7 +896,7 @@ def describe(p: Plan, limits: dict[str, Any] | None = None) -> list[tuple[str, b
     add(
         "other submissions, the key and the solutions hidden",
         bool(ns or p.landlock),
-        "a private root holding only Python, the course's libraries, data and cache" if ns
+        f"{made} private root holds only Python, the course's libraries, data and cache" if ns
         else "Landlock lets it read only Python, the course's libraries, data and cache"
         if p.landlock else "nothing hidden: it can read what the grader's user can",
     )  # fmt: skip
