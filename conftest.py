@@ -1,5 +1,6 @@
 """Repository-wide pytest configuration: what is collected, and how."""
 
+import importlib.util
 import os
 
 import matplotlib
@@ -132,11 +133,12 @@ def notebook_kernels_on(path: str) -> None:
     import nbval.kernel
 
     from tools import code_paths
-    from tools.execute_notebooks import KERNEL_ENV
 
     start = getattr(nbval.kernel.start_new_kernel, "wrapped", nbval.kernel.start_new_kernel)
 
     def start_on_path(*args, **kwargs):
+        from tools.execute_notebooks import KERNEL_ENV  # jupytext and nbclient: when needed
+
         env = {**kwargs.get("env", os.environ), **KERNEL_ENV}
         kwargs["env"] = code_paths.apply(env, path)
         return start(*args, **kwargs)
@@ -174,7 +176,7 @@ def pytest_configure(config):
     if config.getoption("nbval_colab", False):
         colab_notebook_kernels(config)
     path = config.getoption("nbval_kernels", "pinned")
-    if path != "native":
+    if path != "native" and importlib.util.find_spec("nbval") is not None:  # Jupyter may be absent
         notebook_kernels_on(path)
     workers = os.environ.get("PYTEST_XDIST_WORKER_COUNT")
     if workers and "OMP_NUM_THREADS" not in os.environ:

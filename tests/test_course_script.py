@@ -165,7 +165,7 @@ def test_test_forwards_every_argument_to_pytest_unchanged(tmp_path):
     venv_py = course.venv_python(tmp_path / "venv")
     assert (
         last
-        == f'+ {venv_py} -m pytest -n auto --dist loadscope --quick -m "not browser" tests/x.py'
+        == f'+ {venv_py} -m tools.command pytest -n auto --dist loadscope --quick -m "not browser" tests/x.py'
     )
 
 

@@ -180,7 +180,10 @@ class LabServer:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
-                raise RuntimeError(f"jupyter lab exited with status {self.proc.returncode}")
+                raise RuntimeError(
+                    f"JupyterLab did not start (jupyter lab exited with status "
+                    f"{self.proc.returncode})"
+                )
             try:
                 with urllib.request.urlopen(
                     f"{self.base}/api/status?token={self.token}", timeout=2
@@ -246,6 +249,9 @@ def main(argv: list[str] | None = None) -> int:
         server.start()
     except PortTaken as err:
         print(f"error: {err}", file=sys.stderr)
+        return 1
+    except RuntimeError as err:  # jupyter lab itself did not start: its messages are above
+        print(f"error: {err}; ./course doctor checks the environment", file=sys.stderr)
         return 1
     url = server.url(path)
     print(f"\nJupyterLab is running. Open this address in your browser:\n\n    {url}\n")
