@@ -341,6 +341,77 @@ check_prediction = lambda *a, **k: _Passed()
 """,
             before=False,
         ),
+        "rebind_numpy": wrong(  # the prediction's right-hand side, computed with a fake NumPy
+            hand,
+            """
+import types
+import numpy
+np = types.ModuleType("numpy")
+np.__dict__.update(numpy.__dict__)
+np.ones = lambda shape, *a, **k: numpy.ones((1, 1, 1, 1))
+""",
+        ),
+        "rebind_checkers": wrong(  # the checkers' module and the checker module, rebound
+            hand,
+            """
+from course_lib import checker
+from course_lib.matmul import exercises
+def _pass(*args, **kwargs):
+    return checker.Outcome("forged", True)
+for module in (exercises, checker):
+    for name in dir(module):
+        if name.startswith(("check", "outer", "batched", "layer")):
+            setattr(module, name, _pass)
+checker.Outcome = type("Outcome", (), {"passed": True, "__init__": lambda s, *a, **k: None})
+""",
+        ),
+        "frame_swap": wrong(  # every checker-like name in every caller's frame, swapped
+            hand,
+            """
+import sys
+def _swap():
+    frame = sys._getframe(1)
+    while frame is not None:
+        for names in (frame.f_locals, frame.f_globals):
+            for key, value in list(names.items()):
+                if callable(value) and str(getattr(value, "__module__", "")).startswith(
+                    ("course_lib", "tools", "checker")
+                ):
+                    try:
+                        names[key] = lambda *a, **k: True
+                    except Exception:
+                        pass
+        frame = frame.f_back
+def outer_matmul(X, Y):
+    _swap()
+    return np.zeros((len(X), np.shape(Y)[1]))
+def linear_flops(*sizes):
+    _swap()
+    return 0
+""",
+            before=False,
+        ),
+        "forge_output": wrong(  # verdict-like lines on every output, and a forgery at exit
+            hand,
+            """
+import atexit, os, stat, struct, sys, json
+for label in ("ex-matmul-outer", "ex-matmul-einsum", "ex-matmul-flops", "ex-matmul-predict"):
+    line = json.dumps({"results": {label: [True, ""]}, "status": "ok"})
+    print("✅ Correct", line)
+    print("✅ Correct", line, file=sys.stderr)
+    os.write(1, (line + "\\n").encode())
+    os.write(2, (line + "\\n").encode())
+def _forge():
+    for fd in range(3, 256):
+        try:
+            if stat.S_ISFIFO(os.fstat(fd).st_mode):
+                body = json.dumps({"status": "ok", "results": {}}).encode()
+                os.write(fd, struct.pack(">I", len(body)) + body)
+        except OSError:
+            pass
+atexit.register(_forge)
+""",
+        ),
         "hardcoded": wrong(
             hand,
             """
@@ -366,10 +437,11 @@ for path in glob.glob({str(tmp)!r} + "/*.ipynb") + [{str(key_path)!r}, {str(CHAP
         found.append(open(path).read()[:40])
     except OSError as exc:
         found.append(type(exc).__name__)
-try:
-    found.append(open("/proc/1/cmdline").read()[:80])
-except OSError:
-    pass
+for proc in ("/proc/1/cmdline", "/proc/%d/cmdline" % __import__("os").getppid()):
+    try:
+        found.append(open(proc).read()[:80])
+    except OSError:
+        pass
 """,
             ),
             "repr(found)",
@@ -388,6 +460,20 @@ def outer_matmul(X, Y):
         pass
 """,
             LABELS[0],
+        ),
+        "spins": with_cell(
+            key,
+            "import signal\nsignal.signal(signal.SIGALRM, signal.SIG_IGN)\nwhile True:\n    pass",
+            LABELS[3],
+        ),
+        "magics": with_cell(
+            with_cell(
+                with_cell(key, f"!touch {str(tmp / 'magic1.txt')}", LABELS[3]),
+                f"%%bash\ntouch {str(tmp / 'magic2.txt')}",
+                LABELS[3],
+            ),
+            f"get_ipython().system('touch {str(tmp / 'magic3.txt')}')",
+            LABELS[3],
         ),
         "garbage_reply": with_cell(
             key,
@@ -468,6 +554,17 @@ for _ in range(10_000):  # and this process forks until it may not
             key,
             f"""
 import os, fcntl, struct
+victim = {str(victim)!r}
+for attempt in (lambda: open(victim, "a").write("appended"), lambda: open(victim, "w"),
+                lambda: os.truncate(victim, 0), lambda: os.rename(victim, victim + ".moved"),
+                lambda: os.remove(victim), lambda: os.link(victim, "hard"),
+                lambda: open({str(tmp / "created.txt")!r}, "w").write("x"),
+                lambda: os.symlink(victim, {str(tmp / "link")!r}),
+                lambda: os.system("touch {str(tmp / "by_shell.txt")}")):
+    try:
+        attempt()
+    except OSError:
+        pass
 for path in [{str(victim)!r}, {str(visible[0])!r}, {str(visible[1])!r}]:
     for attempt in (lambda: os.chmod(path, 0o777), lambda: os.utime(path, (0, 0)),
                     lambda: os.setxattr(path, "user.pwned", b"1"), lambda: os.chown(path, 0, 0)):
@@ -600,7 +697,11 @@ outer_matmul = getattr(importlib.import_module("course_lib.matmul." + "reference
     nbformat.write(hand, dup[1])
     formula = tmp / "=cmd|' -C calc'!A0.ipynb"
     nbformat.write(hand, formula)
-    paths += [big, bad, *dup, formula]
+    at_sum = tmp / "@SUM(1+1)*cmd.ipynb"
+    nbformat.write(hand, at_sum)
+    newline = tmp / 'bob\nmallory,"x".ipynb'
+    nbformat.write(hand, newline)
+    paths += [big, bad, *dup, formula, at_sum, newline]
     for p in paths:
         os.chmod(p, 0o644)
 
@@ -617,12 +718,14 @@ outer_matmul = getattr(importlib.import_module("course_lib.matmul." + "reference
         time.sleep(4)  # the lingering child's 3 s
         listeners.close()
     after = {p: _snapshot(p) for p in before}
-    names = [p.stem for p in paths[:-5]] + [
+    names = [p.stem for p in paths[:-7]] + [
         "big_notebook",
         "not_json",
         "a/alice",
         "b/alice",
         "formula",
+        "at_sum",
+        "newline",
     ]
     by = dict(zip(names, rows, strict=True))
     return {
@@ -651,7 +754,8 @@ def test_the_key_passes_and_the_hand_out_fails(graded):
 @pytest.mark.parametrize(
     "name",
     ["allclose", "checker_code", "profile", "always_equal", "frames", "json_patch", "gc_hunt",
-     "redefine_check", "classmates", "edited"],
+     "redefine_check", "rebind_numpy", "rebind_checkers", "frame_swap", "forge_output",
+     "classmates", "edited"],
 )  # fmt: skip
 def test_no_trick_in_the_submission_turns_a_wrong_answer_into_a_pass(graded, name):
     row = graded["rows"][name]
@@ -685,6 +789,7 @@ def test_nothing_read_from_classmates_the_key_or_the_solutions(graded):
         ("exits", "ended during cell"),
         ("segfault", "killed by signal 11"),
         ("hangs_in_call", "time limit"),
+        ("spins", "time limit"),
         ("json_patch", "ran past the cell time limit"),
         ("garbage_reply", "malformed"),
         ("huge_result", None),
@@ -703,6 +808,13 @@ def test_every_submission_gets_a_row_and_the_class_goes_on(graded, name, why):
         assert not row.results[LABELS[0]][0], text(row)
     assert row.seconds < LIMITS.total_timeout - 5, text(row)  # stopped by a limit of its own
     assert row.leftover == "", text(row)
+
+
+def test_magics_and_shell_escapes_run_nothing(graded):
+    row = graded["rows"]["magics"]
+    assert passed(row) == [True] * 4, text(row)
+    assert not list(graded["tmp"].glob("magic*.txt"))
+    assert len(row.cell_errors) == 3, text(row)  # each is the learner's error, in its cell
 
 
 def test_notebooks_too_large_too_long_or_unreadable_get_a_clear_row(graded):
@@ -740,8 +852,10 @@ def test_the_lecturers_environment_does_not_reach_a_submission(graded):
     assert "'HOME'" in message  # the minimal environment is there
 
 
-def test_no_metadata_changes_outside_the_folder_and_no_leftovers(graded):
+def test_no_changes_of_contents_or_metadata_outside_the_folder_and_no_leftovers(graded):
     assert graded["after"] == graded["before"]
+    for made in ("created.txt", "link", "by_shell.txt", "victim.txt.moved"):
+        assert not (graded["tmp"] / made).exists() and not (graded["tmp"] / made).is_symlink()
     row = graded["rows"]["metadata"]
     assert passed(row) == [True] * 4 and row.leftover == "", text(row)
 
@@ -778,8 +892,12 @@ def test_control_characters_never_reach_the_terminal_or_the_csv(graded, tmp_path
     shown = summary(graded["all"], graded["sheet"])
     assert "\x1b" not in shown and "\r" not in shown
     cells = list(csv.reader(out.open()))
+    assert len(cells) == 1 + len(graded["all"])  # a newline in a file name makes no extra row
     assert any(r[0] == csv_cell("=cmd|' -C calc'!A0.ipynb") for r in cells)
-    assert all(not r[0].startswith(("=", "+", "-", "@")) for r in cells)
+    assert any(r[0] == "'@SUM(1+1)*cmd.ipynb" for r in cells)
+    assert any(r[0] == 'bob mallory,"x".ipynb' for r in cells)
+    for r in cells:
+        assert all(not c.startswith(("=", "+", "-", "@")) and "\n" not in c for c in r), r
 
 
 def test_two_files_of_the_same_name_are_told_apart(graded):
