@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import struct
+import sys
 import traceback
 from pathlib import Path
 
@@ -349,6 +350,26 @@ def test_bad_arguments_are_named(tmp_path, capsys):
             ]
         )
     assert "used more than once" in capsys.readouterr().err
+
+
+def test_on_windows_the_grader_refuses_with_a_reason(monkeypatch, capsys):
+    monkeypatch.setattr(sys, "platform", "win32")
+    with pytest.raises(SystemExit):
+        main(["--check-sandbox"])
+    assert "WSL 2" in capsys.readouterr().err
+
+
+def test_without_a_sandbox_every_missing_layer_says_nothing_holds():
+    from tools import sandbox as sb
+
+    bare = sb.Plan(linux=True, subreaper=True)
+    said = {what: (ok, how) for what, ok, how in sb.describe(bare)}
+    for what in ("writes only in its own folder", "dangerous system calls refused",
+                 "no network (TCP, UDP, raw, unix sockets)"):  # fmt: skip
+        assert said[what][0] is False and said[what][1].startswith("nothing"), said[what]
+    mac = {what: ok for what, ok, _ in sb.describe(sb.Plan())}  # macOS, --no-sandbox
+    assert not mac["nothing outlives its grading"]
+    assert mac["verdicts computed outside the submission"]
 
 
 def test_a_checker_that_works_without_end_stops_its_judge_with_a_message():

@@ -716,6 +716,11 @@ def main(argv: list[str] | None = None) -> int:
         help="run where no sandbox layer exists (limits and clean-up only: see the README)",
     )
     args = parser.parse_args(argv)
+    if sys.platform == "win32" or not hasattr(os, "fork"):
+        parser.error(
+            f"the grader cannot run on {sys.platform}: it forks its processes and confines them "
+            "with the Linux kernel's layers; grade in WSL 2, a Linux container or a Linux VM"
+        )
     limits = Limits(
         args.cell_timeout, args.total_timeout, args.memory_mb, sandbox=not args.no_sandbox,
         disk_mb=args.disk_mb, namespaces=not args.no_namespaces, cgroups=not args.no_namespaces,

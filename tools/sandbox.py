@@ -475,7 +475,8 @@ def describe(p: Plan, limits: dict[str, Any] | None = None) -> list[tuple[str, b
         bool(ns or p.landlock),
         ("everything else is read-only in its private root" if ns else "")
         + (" and " if ns and p.landlock else "")
-        + (f"Landlock ABI {p.landlock}" if p.landlock else ""),
+        + (f"Landlock ABI {p.landlock}" if p.landlock else "")
+        or "nothing: it can write wherever the grader's user can",
     )
     add(
         "no metadata changes outside its folder (chmod, chown, utime, xattrs, chattr)",
@@ -507,7 +508,9 @@ def describe(p: Plan, limits: dict[str, Any] | None = None) -> list[tuple[str, b
         bool(p.seccomp),
         "seccomp: mount, unshare, ptrace, bpf, io_uring, keyrings, modules, reboot ..."
         if p.seccomp
-        else "no seccomp filter for this architecture",
+        else "no seccomp filter for this architecture"
+        if p.linux and (p.landlock or p.view)
+        else "nothing (no sandbox)",
     )
     add("minimal environment", True, "PATH, HOME, TMPDIR, LANG and the course's own variables only")
     return lines
