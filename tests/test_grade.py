@@ -352,6 +352,46 @@ def test_bad_arguments_are_named(tmp_path, capsys):
     assert "used more than once" in capsys.readouterr().err
 
 
+def test_a_failure_of_the_grader_itself_costs_one_row_not_the_class(monkeypatch, tmp_path):
+    from tools import grade
+    from tools import sandbox as sb
+
+    sheet = read_sheet(worksheet(nbformat.read(CHAPTER, as_version=4)))
+
+    class Judge:  # a judge process that fails on one submission, then cannot be restarted
+        started = 0
+
+        def __init__(self, config):
+            self.start()
+
+        def start(self):
+            Judge.started += 1
+            if Judge.started > 1:
+                raise RuntimeError("the grader's judge process did not start")
+
+        def run(self, task, seconds):
+            if task["task"] != "grade":
+                return {}
+            if "boom" in task["path"]:
+                raise ValueError("\x1b[2Jbad answer")
+            results = {lb: (True, "") for lb in sheet.graded}
+            return {"submission": task["name"], "seconds": 0.1, "status": "ok",
+                    "results": results, "edited": [], "cell_errors": [], "sandbox": "test",
+                    "flags": [], "leftover": ""}  # fmt: skip
+
+        kill = close = lambda self: None
+
+    monkeypatch.setattr(grade, "_Worker", Judge)
+    monkeypatch.setattr(sb, "plan", lambda **k: sb.Plan(linux=True))
+    paths = [tmp_path / f"{n}.ipynb" for n in ("a", "boom", "c", "d")]
+    seen = []
+    rows = grade.grade_class(sheet, paths, grade.Limits(), 1, on_row=seen.append)
+    assert [r.submission for r in rows] == ["a.ipynb", "boom.ipynb", "c.ipynb", "d.ipynb"]
+    assert rows[0].passed == len(sheet.graded) and len(seen) == 4
+    assert "the grader failed on it (ValueError: [2Jbad answer)" in rows[1].status
+    assert all("no judge process was left" in r.status for r in rows[2:])
+
+
 def test_on_windows_the_grader_refuses_with_a_reason(monkeypatch, capsys):
     monkeypatch.setattr(sys, "platform", "win32")
     with pytest.raises(SystemExit):

@@ -483,12 +483,23 @@ def grade_class(
                 except queue.Empty:
                     return
                 task = {"task": "grade", "path": str(submissions[i]), "name": names[i]}
-                data = w.run(task, budget)
-                row = _row(data, names[i], labels)
+                alive = True
+                try:
+                    row = _row(w.run(task, budget), names[i], labels)
+                except Exception as exc:  # the grader's own failure: a row, and the class goes on
+                    why = f"the grader failed on it ({type(exc).__name__}: {clean(exc, 200)})"
+                    row = _row({"error": why}, names[i], labels)
+                    try:
+                        w.kill()
+                        w.start()
+                    except Exception:
+                        alive = False  # the others (or the rows below) take the rest
                 with lock:
                     rows[i] = row
                     if on_row is not None:
                         on_row(row)
+                if not alive:
+                    return
 
         threads = [threading.Thread(target=work, args=(w,), daemon=True) for w in workers]
         for t in threads:
@@ -498,6 +509,11 @@ def grade_class(
     finally:
         for w in workers:
             w.close()
+    for i, r in enumerate(rows):
+        if r is None:  # every judge process failed before this one's turn
+            rows[i] = _row({"error": "no judge process was left to grade it"}, names[i], labels)
+            if on_row is not None:
+                on_row(rows[i])
     return [r for r in rows if r is not None]
 
 
