@@ -36,7 +36,7 @@ from tools.handouts import worksheet
 
 ROOT = Path(__file__).resolve().parent.parent
 CHAPTER = ROOT / "notebooks" / "01_matmul.ipynb"
-LABELS = ["ex-matmul-outer", "ex-matmul-einsum", "ex-matmul-flops", "ex-matmul-predict"]
+LABELS = ["ex-matmul-outer", "ex-matmul-debug", "ex-matmul-flops", "ex-matmul-predict"]
 
 
 # -- reading worksheets ---------------------------------------------------------------------

@@ -29,7 +29,7 @@ pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parent.parent
 CHAPTER = ROOT / "notebooks" / "01_matmul.ipynb"
-LABELS = ["ex-matmul-outer", "ex-matmul-einsum", "ex-matmul-flops", "ex-matmul-predict"]
+LABELS = ["ex-matmul-outer", "ex-matmul-debug", "ex-matmul-flops", "ex-matmul-predict"]
 CANARY = "lecturer-secret-7f3a"
 MARK = str(30_000 + os.getpid() % 20_000)  # the argv of processes the submissions leave behind
 # COURSE_GRADE_LAYERS=landlock grades the class without namespaces or cgroups, as on a machine
@@ -45,7 +45,7 @@ PLAN = sb.plan(namespaces=LIMITS.namespaces, cgroups=LIMITS.cgroups, bwrap=LIMIT
 # the learner's wrong answers that the integrity attacks try to get passed
 WRONG = {
     "ex-matmul-outer": "def outer_matmul(X, Y):\n    return np.zeros((len(X), np.shape(Y)[1]))",
-    "ex-matmul-einsum": "def batched(A, B):\n    return np.zeros((A.shape[0], A.shape[1], B.shape[2]))",
+    "ex-matmul-debug": "def to_linear_weight(W):\n    return W.reshape(W.shape[1], W.shape[0])",
     "ex-matmul-flops": "def linear_flops(batch, seq_len, d_in, d_out):\n    return 0",
     "ex-matmul-predict": "prediction = (1, 1, 1, 1)",
 }
@@ -255,7 +255,7 @@ class Flops(int):
 class Close(np.ndarray):
     def __eq__(self, other): return np.ones(np.shape(other), bool)
 outer_matmul = lambda X, Y: Anything()
-batched = lambda A, B: np.zeros((A.shape[0], A.shape[1], B.shape[2])).view(Close)
+to_linear_weight = lambda W: np.zeros((W.shape[1], W.shape[0])).view(Close)
 linear_flops = lambda *sizes: Flops(0)
 """,
                 before=False,
@@ -360,7 +360,7 @@ def _pass(*args, **kwargs):
     return checker.Outcome("forged", True)
 for module in (exercises, checker):
     for name in dir(module):
-        if name.startswith(("check", "outer", "batched", "layer")):
+        if name.startswith(("check", "outer", "linear", "layer")):
             setattr(module, name, _pass)
 checker.Outcome = type("Outcome", (), {"passed": True, "__init__": lambda s, *a, **k: None})
 """,
@@ -395,7 +395,7 @@ def linear_flops(*sizes):
             hand,
             """
 import atexit, os, stat, struct, sys, json
-for label in ("ex-matmul-outer", "ex-matmul-einsum", "ex-matmul-flops", "ex-matmul-predict"):
+for label in ("ex-matmul-outer", "ex-matmul-debug", "ex-matmul-flops", "ex-matmul-predict"):
     line = json.dumps({"results": {label: [True, ""]}, "status": "ok"})
     print("✅ Correct", line)
     print("✅ Correct", line, file=sys.stderr)
@@ -417,12 +417,14 @@ atexit.register(_forge)
             """
 import numpy as np
 _rng = np.random.default_rng(2024)  # the checker's fixed seed, replayed
+_symmetric = _rng.standard_normal((3, 3))
 _known = {}
-for sa, sb in [((2, 3, 4), (2, 4, 5)), ((1, 2, 2), (1, 2, 2)), ((4, 1, 3), (4, 3, 1)), ((3, 5, 2), (3, 2, 5))]:
-    A, B = _rng.standard_normal(sa), _rng.standard_normal(sb)
-    _known[A.tobytes()] = A @ B
-def batched(A, B):
-    return _known.get(np.asarray(A).tobytes(), np.zeros((A.shape[0], A.shape[1], B.shape[2])))
+for _W in [_rng.standard_normal(s) for s in [(3, 4), (3, 3), (4, 2), (5, 1), (1, 3)]] + [
+    _symmetric + _symmetric.T
+]:
+    _known[_W.tobytes()] = _W.T.copy()
+def to_linear_weight(W):
+    return _known.get(np.asarray(W).tobytes(), W.reshape(W.shape[1], W.shape[0]))
 """,
             before=False,
         ),
@@ -770,7 +772,7 @@ def test_forged_replies_fail_the_forger_only(graded):
 
 def test_answers_hard_coded_for_the_checkers_fixed_inputs_fail_on_fresh_ones(graded):
     row = graded["rows"]["hardcoded"]
-    assert not row.results["ex-matmul-einsum"][0], text(row)
+    assert not row.results["ex-matmul-debug"][0], text(row)
 
 
 def test_an_edited_checker_call_is_graded_with_the_original_and_listed(graded):
