@@ -62,6 +62,17 @@ def test_the_worksheet_grades_every_exercise_with_a_checker():
     assert sheet.calls["ex-matmul-outer"] == ["check.outer_product_sum(outer_matmul)"]
 
 
+@pytest.mark.parametrize(
+    "chapter", sorted(p.stem for p in (ROOT / "notebooks").glob("[0-9]*.ipynb"))
+)
+def test_the_key_holds_every_solution_of_its_chapter_and_the_hand_out_none(chapter):
+    nb = nbformat.read(ROOT / "notebooks" / f"{chapter}.ipynb", as_version=4)
+    key, hand_out = worksheet(nb, solutions=True), worksheet(nb)
+    starts = [c.source for c in nb.cells if "{solution-start}" in c.source]
+    assert [c.source for c in key.cells if "{solution-start}" in c.source] == starts
+    assert not any("solution" in c.metadata.get("tags", []) for c in hand_out.cells)
+
+
 def test_a_notebook_of_20000_cells_is_read_in_linear_time():
     nb = json.loads(nbformat.writes(worksheet(nbformat.read(CHAPTER, as_version=4))))
     nb["cells"] += [
