@@ -46,6 +46,7 @@ from course_lib.gpt.model import GPT
 
 __all__ = [
     "CODE_LETTERS",
+    "frozen_blocks",
     "INITS",
     "METHODS",
     "SoftPrompt",
@@ -66,24 +67,35 @@ INITS = ("text", "random")
 CODE_LETTERS = 16
 
 
+def frozen_blocks(model: GPT, h: torch.Tensor) -> torch.Tensor:
+    """Run ``model``'s blocks and final norm over input vectors ``h`` (B, T, d) at positions
+    ``0 .. T-1`` (learned positions added, or RoPE): the final hidden states (B, T, d).
+
+    What the model does after looking up its token embeddings, for vectors that need not be any
+    token's embedding (prompt tuning's trained prompt in front of the embeddings).
+    """
+    c, p = model.config, model.parameter_dict()
+    T = h.shape[-2]
+    rope = None
+    if c.positions == "learned":
+        h = h + p["pos_emb"][:T]  # (B, T, d)
+    else:
+        rope = acc.rope_tables(0, T, c.d_head, c.rope_base, h.dtype, h.device)
+    for i, blk in enumerate(p["blocks"]):
+        h = h + acc._attention(acc._norm(h, blk, "norm1", c), blk, c, None, i, 0, rope)
+        h = h + acc._mlp(acc._norm(h, blk, "norm2", c), blk, c)
+    return acc._norm(h, p, "final_norm", c)
+
+
 def prompt_hidden(model: GPT, prompt: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
     """The final hidden states of ``tokens`` (B, L) after the vectors ``prompt`` (n, d): (B, L, d).
 
     Prompt tuning's forward: the prompt is placed before the token embeddings and the frozen
     blocks run over both; positions (learned or RoPE) count from the prompt's first vector.
     """
-    c, p = model.config, model.parameter_dict()
-    n, (B, L) = prompt.shape[0], tokens.shape
-    h = torch.cat([prompt.expand(B, -1, -1), F.embedding(tokens, p["tok_emb"])], dim=1)
-    rope = None
-    if c.positions == "learned":
-        h = h + p["pos_emb"][: n + L]  # (B, n + L, d)
-    else:
-        rope = acc.rope_tables(0, n + L, c.d_head, c.rope_base, h.dtype, h.device)
-    for i, blk in enumerate(p["blocks"]):
-        h = h + acc._attention(acc._norm(h, blk, "norm1", c), blk, c, None, i, 0, rope)
-        h = h + acc._mlp(acc._norm(h, blk, "norm2", c), blk, c)
-    return acc._norm(h, p, "final_norm", c)[:, n:]  # (B, L, d): the real tokens only
+    B, n = tokens.shape[0], prompt.shape[0]
+    h = torch.cat([prompt.expand(B, -1, -1), model.tok_emb[tokens]], dim=1)  # (B, n + L, d)
+    return frozen_blocks(model, h)[:, n:]  # (B, L, d): the real tokens only
 
 
 class SoftPrompt(nn.Module):
