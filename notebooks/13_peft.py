@@ -781,6 +781,7 @@ check.lora_merge(merge, require=True)
 # ```{solution-end}
 # ```
 
+# %% [markdown]
 # ```{exercise} Design: QLoRA's memory budget (optional, 12 min)
 # :label: ex-peft-design
 #
