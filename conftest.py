@@ -29,6 +29,7 @@ PORTABILITY_NOTEBOOKS = {
     "10_feedback_distillation.ipynb": 41,
     "09_bert.ipynb": 41,
     "13_peft.ipynb": 36,
+    "13_peft_prompts.ipynb": 30,
     "11_long_sequences.ipynb": 22,
     "05_transformer_block.ipynb": 18,
     "04_attention.ipynb": 11,

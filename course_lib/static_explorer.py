@@ -68,6 +68,7 @@ CHAPTERS = {
     "11_long_sequences": "course_lib.long_sequences.explorer",
     "12_number_formats": "course_lib.number_formats.explorer",
     "13_peft": "course_lib.peft.explorer",
+    "13_peft_prompts": "course_lib.peft.explorer_prompts",
 }
 
 

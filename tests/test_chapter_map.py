@@ -13,13 +13,22 @@ ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = {p.stem for p in (ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")}
 
 
-def table_rows(text: str) -> dict[int, list[str]]:
-    rows = {}
+def table_rows(text: str) -> list[tuple[int, list[str]]]:
+    """(chapter number, cells) of every row; a chapter split into two notebooks (README, "Split
+    chapters") has two rows with the same number."""
+    rows = []
     for line in text.splitlines():
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
         if len(cells) >= 3 and cells[0].isdigit():
-            rows[int(cells[0])] = cells
+            rows.append((int(cells[0]), cells))
     return rows
+
+
+def notebook_of(cells: list[str]) -> str:
+    """The notebook a row names (README: `` `08_gpt` ``; book/intro.md: ``08_gpt.ipynb``)."""
+    found = re.search(r"(\d\d_\w+)(?:`|\.ipynb)", " ".join(cells[1:]))
+    assert found, f"the row {cells} names no notebook"
+    return found.group(1)
 
 
 def toc_files() -> list[str]:
@@ -28,21 +37,35 @@ def toc_files() -> list[str]:
 
 
 def test_the_notes_thirteen_chapters_are_planned_everywhere():
-    readme = sorted(table_rows((ROOT / "README.md").read_text()))
+    rows = table_rows((ROOT / "README.md").read_text())
+    readme = sorted({number for number, _ in rows})
     assert readme[:13] == list(range(1, 14)), readme  # the notes' topics; more may follow
     assert readme == list(range(1, len(readme) + 1)), f"chapter numbers have a gap: {readme}"
-    assert sorted(table_rows((ROOT / "book" / "intro.md").read_text())) == readme
+    intro = table_rows((ROOT / "book" / "intro.md").read_text())
+    assert [n for n, _ in intro] == [n for n, _ in rows]
+    for number, cells in rows:  # a second row of a number is its chapter's part 2
+        name = notebook_of(cells)
+        assert name.startswith(f"{number:02d}_"), f"README row {number} names {name}"
+    names = [notebook_of(cells) for _, cells in rows]
+    assert len(set(names)) == len(names), f"a notebook has two rows: {names}"
+    for first, second in zip(rows, rows[1:], strict=False):
+        if first[0] == second[0]:  # README "Split chapters": part 2 extends part 1's name
+            assert notebook_of(second[1]).startswith(notebook_of(first[1]) + "_"), second
 
 
 def test_ready_means_notebook_and_website_page():
     readme = table_rows((ROOT / "README.md").read_text())
-    intro = table_rows((ROOT / "book" / "intro.md").read_text())
+    intro = {
+        notebook_of(cells): cells
+        for _, cells in table_rows((ROOT / "book" / "intro.md").read_text())
+    }
     toc = {f.removeprefix("notebooks/") for f in toc_files() if f.startswith("notebooks/")}
-    for number in sorted(readme):
-        name = re.search(r"`(\d\d_\w+)`", readme[number][2]).group(1)
+    for number, cells in readme:
+        name = notebook_of(cells)
         exists = name in NOTEBOOKS
-        for table, where in ((readme, "README"), (intro, "book/intro.md")):
-            status = table[number][-1]
+        assert name in intro, f"book/intro.md has no row for {name}"
+        for row, where in ((cells, "README"), (intro[name], "book/intro.md")):
+            status = row[-1]
             assert status in ("ready", "draft", "planned"), f"{where} row {number}: {status}"
             assert (status != "planned") == exists, f"{where} row {number} ({name})"
         assert (name in toc) == exists, f"book/_toc.yml and notebooks/{name}.ipynb disagree"

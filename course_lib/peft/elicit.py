@@ -60,7 +60,10 @@ __all__ = [
     "REVERSE_STEPS",
     "best_code_lr",
     "best_reverse_lr",
+    "code_curves",
     "code_runs",
+    "final_held_out",
+    "grid_loss",
     "load_study",
     "main",
     "mean_curve_loss",
@@ -73,10 +76,10 @@ __all__ = [
 PARTS = ("code", "reverse")
 N_CODES = 4
 CODES_SEED = 1313
-CODE_LRS = (1e-3, 3e-3, 1e-2, 3e-2, 0.1, 0.3, 1.0)
+CODE_LRS = (1e-3, 3e-3, 1e-2, 3e-2, 0.1, 0.3, 1.0, 3.0, 10.0)
 CODE_STEPS = 100
 CODE_LONG = 500
-REVERSE_LRS = (1e-3, 3e-3, 1e-2, 3e-2, 0.1, 0.3)
+REVERSE_LRS = (1e-3, 3e-3, 1e-2, 3e-2, 0.1, 0.3, 1.0, 3.0)
 REVERSE_STEPS = 1000
 REVERSE_LONG = 4000
 FULL_LR = 1e-3
@@ -87,7 +90,7 @@ def code_runs(steps: int = CODE_STEPS, n_codes: int = N_CODES, lrs=CODE_LRS) -> 
 
     >>> runs = code_runs()
     >>> len(runs), runs[0]
-    (224, {'part': 'code', 'method': 'prompt', 'init': 'text', 'lr': 0.001, 'seed': 0, 'code': 0, 'steps': 100})
+    (288, {'part': 'code', 'method': 'prompt', 'init': 'text', 'lr': 0.001, 'seed': 0, 'code': 0, 'steps': 100})
     """
     from course_lib.peft.steer import INITS, METHODS
 
@@ -140,9 +143,51 @@ def mean_curve_loss(run: dict[str, Any]) -> float:
     return sum(values) / len(values)
 
 
-def _final_held_out(run: dict[str, Any]) -> float:
+def final_held_out(run: dict[str, Any]) -> float:
+    """The held-out loss of a reversal run, averaged over its last three evaluations.
+
+    >>> final_held_out({"curve": {"held_out_loss": [5.0, 3.0, 2.0, 1.0]}})
+    2.0
+    """
     last = [v for v in run["curve"]["held_out_loss"][-3:] if v is not None and math.isfinite(v)]
     return sum(last) / len(last) if len(last) == 3 else math.inf
+
+
+def _matching(runs: list[dict[str, Any]], match: dict[str, Any]) -> list[dict[str, Any]]:
+    found = [r for r in runs if all(r.get(k) == v for k, v in match.items())]
+    if not found:
+        raise ValueError(f"no run matches {match}")
+    return found
+
+
+def code_curves(runs: list[dict[str, Any]], **match: Any) -> dict[int, dict[str, list]]:
+    """Per seed, the curves of the matching runs averaged over the codes (steps, loss, accuracy).
+
+    >>> run = {"method": "prompt", "seed": 0, "curve": {"steps": [0, 5], "loss": [2.0, 1.0],
+    ...        "accuracy": [0.0, 0.5]}}
+    >>> code_curves([run, {**run, "curve": {**run["curve"], "accuracy": [0.5, 1.0]}}], method="prompt")
+    {0: {'steps': [0, 5], 'loss': [2.0, 1.0], 'accuracy': [0.25, 0.75]}}
+    """
+    by_seed: dict[int, list[dict]] = {}
+    for r in _matching(runs, match):
+        by_seed.setdefault(r["seed"], []).append(r["curve"])
+    out = {}
+    for seed in sorted(by_seed):
+        curves = by_seed[seed]
+        steps = curves[0]["steps"]
+        if any(c["steps"] != steps for c in curves):
+            raise ValueError(f"the runs of seed {seed} were evaluated at different steps")
+        out[seed] = {"steps": list(steps)} | {
+            key: [sum(c[key][i] for c in curves) / len(curves) for i in range(len(steps))]
+            for key in ("loss", "accuracy")
+        }
+    return out
+
+
+def grid_loss(runs: list[dict[str, Any]], **match: Any) -> float:
+    """The loss averaged over each matching run and then over the runs (:func:`mean_curve_loss`)."""
+    found = _matching(runs, match)
+    return sum(mean_curve_loss(r) for r in found) / len(found)
 
 
 def best_code_lr(runs: list[dict[str, Any]], method: str, init: str) -> float:
@@ -162,7 +207,7 @@ def best_reverse_lr(runs: list[dict[str, Any]], method: str) -> float:
     if not cands:
         raise ValueError(f"no seed-0 run of {method!r}")
     steps = min(r["steps"] for r in cands)
-    return min((r for r in cands if r["steps"] == steps), key=_final_held_out)["lr"]
+    return min((r for r in cands if r["steps"] == steps), key=final_held_out)["lr"]
 
 
 def reverse_start(seed: int) -> str:
@@ -229,16 +274,26 @@ def run_reverse(spec: dict[str, Any], model: Any, tokenizer: Any) -> dict:
     }
 
 
-def study(part: str, out: Path, steps: int, long_steps: int, argv: list[str]) -> dict:
-    """Run one part (its grid, then its best rates) and write the JSON after every run."""
+_KEY = ("method", "init", "lr", "seed", "code", "steps")
+
+
+def study(
+    part: str, out: Path, steps: int, long_steps: int, argv: list[str], resume: bool = False
+) -> dict:
+    """Run one part (its grid, then its best rates) and write the JSON after every run.
+
+    With ``resume``, the runs already in ``out`` (same part and budgets) are kept and only the
+    missing ones run; best-rate runs at a rate that is no longer the best are dropped.
+    """
     from course_lib.gpt.incontext import load_incontext
     from course_lib.peft.steer import INITS, METHODS, make_codes
 
     torch.manual_seed(0)
     model, tokenizer, _ = load_incontext()
     t0 = time.perf_counter()
+    command = [a for a in argv if a != "--resume"]
     record: dict[str, Any] = {
-        "command": " ".join(["python -m course_lib.peft.elicit", *argv]),
+        "command": " ".join(["python -m course_lib.peft.elicit", *command]),
         "environment": "OMP_NUM_THREADS=1, torch.set_num_threads(1), CPU",
         "torch": torch.__version__,
         "description": __doc__.split("\n\n")[0].replace("\n", " "),
@@ -253,6 +308,16 @@ def study(part: str, out: Path, steps: int, long_steps: int, argv: list[str]) ->
         "complete": False,
         "runs": [],
     }
+    done: dict[tuple, dict] = {}
+    before = 0.0
+    if resume and out.exists():
+        old = json.loads(out.read_text())
+        same = (old["part"], old["settings"]["steps"], old["settings"]["long_steps"])
+        if same != (part, steps, long_steps):
+            raise ValueError(f"{out} holds part {same[0]!r} with other budgets: cannot resume it")
+        done = {tuple(r.get(k) for k in _KEY): r for r in old["runs"]}
+        before = old.get("runtime_s", 0.0)
+        record["sessions"] = old.get("sessions", 1) + 1
     codes = make_codes(N_CODES, seed=CODES_SEED)
     if part == "code":
         record["codes"] = codes
@@ -261,13 +326,17 @@ def study(part: str, out: Path, steps: int, long_steps: int, argv: list[str]) ->
         record["settings"] |= {"batch": 32, "eval_every": 100, "eval_examples": 512}
 
     def save() -> None:
-        record["runtime_s"] = round(time.perf_counter() - t0, 1)
+        record["runtime_s"] = round(before + time.perf_counter() - t0, 1)
         out.parent.mkdir(parents=True, exist_ok=True)
         tmp = out.with_name(out.name + ".tmp")
         tmp.write_text(json.dumps(record, indent=1) + "\n")
         os.replace(tmp, out)
 
     def go(spec: dict[str, Any]) -> None:
+        key = tuple(spec.get(k) for k in _KEY)
+        if key in done:
+            record["runs"].append(done[key])
+            return
         if part == "code":
             r = run_code(spec, model, tokenizer, codes)
         else:
@@ -315,6 +384,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("out", help="where to write the JSON")
     parser.add_argument("--steps", type=int, default=None, help="the grid's steps per run")
     parser.add_argument("--long-steps", type=int, default=None, help="the best rates' steps")
+    parser.add_argument(
+        "--resume", action="store_true", help="keep the runs already in OUT, run the rest"
+    )
     args = parser.parse_args(argv)
     steps = args.steps or (CODE_STEPS if args.part == "code" else REVERSE_STEPS)
     long_steps = args.long_steps or (CODE_LONG if args.part == "code" else REVERSE_LONG)
@@ -322,7 +394,7 @@ def main(argv: list[str] | None = None) -> int:
     check_int(long_steps, "long_steps", low=1)
     torch.set_num_threads(1)
     warnings.filterwarnings("ignore")
-    rec = study(args.part, Path(args.out), steps, long_steps, argv)
+    rec = study(args.part, Path(args.out), steps, long_steps, argv, resume=args.resume)
     print(f"wrote {args.out} in {rec['runtime_s']:.0f} s")
     return 0
 
