@@ -305,9 +305,9 @@ def cmd_test(args: list[str]) -> None:
         browser()
         run([venv_python(), "-m", "course_lib.doctor", "--browser"])
         first = []
-        if not any(a.startswith("--nbval-kernels") for a in args):
-            # the notebooks' outputs checked once, under another CPU's kernels (conftest.py)
-            first.append("--nbval-kernels=portable")
+        # nbval checks the notebooks' stored outputs on the CPU code path they were written
+        # under (conftest.py, tools/code_paths.py), the machine-sensitive ones once more on
+        # another path (tests/test_portability.py)
         if os.name != "nt" and "--nbval-colab" not in args:
             # ... in a simulated Colab, each notebook installing the course from this checkout
             # and fetching its data as on Colab (tools/colab_sim.py; it links with symlinks)

@@ -6,9 +6,12 @@
 Widget state is stored in the notebook so that the website shows widgets without a kernel.
 Prints each notebook's run time (the budget is 60 s on 2 CPU cores).
 
-The kernel always runs on the CPU (``COURSE_DEVICE=cpu``) with a fixed hash seed: the stored
-outputs are what nbval compares every later run against, on any machine, so they must not
-depend on whether the machine that executed them had a GPU.
+The kernel always runs on the CPU (``COURSE_DEVICE=cpu``) with a fixed hash seed, on the pinned
+CPU code path (``tools/code_paths.py``: one thread, MKL's COMPATIBLE branch, AVX2 kernels): the
+stored outputs are what nbval compares every later run against, on any machine, so they must
+not depend on whether the machine that executed them had a GPU, an Intel or an AMD CPU,
+AVX-512 or not, or how many cores. ``python -m tools.portability NN_topic`` then says whether a
+printed number sits near its rounding edge.
 """
 
 from __future__ import annotations
@@ -23,11 +26,18 @@ import jupytext
 import nbformat
 from nbclient import NotebookClient
 
+from tools import code_paths
+
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = ROOT / "notebooks"
 KERNELSPEC = {"display_name": "Python 3", "language": "python", "name": "python3"}
 #: The kernel's environment, whatever the caller's: stored outputs are CPU outputs.
 KERNEL_ENV = {"COURSE_DEVICE": "cpu", "PYTHONHASHSEED": "0", "COURSE_PROGRESS": "off"}
+
+
+def kernel_env(path: str = code_paths.PINNED) -> dict[str, str]:
+    """The environment the stored outputs are made in: this one, on the CPU, on ``path``."""
+    return code_paths.apply({**os.environ, **KERNEL_ENV}, path)
 
 
 def sources(names: list[str]) -> list[Path]:
@@ -64,7 +74,7 @@ def execute(src: Path, timeout: int = 600) -> float:
         resources={"metadata": {"path": str(src.parent)}},
     )
     start = time.perf_counter()
-    client.execute(env={**os.environ, **KERNEL_ENV})
+    client.execute(env=kernel_env())
     elapsed = time.perf_counter() - start
     if not nb.metadata.get("widgets"):  # no widget in this chapter: store no empty state
         nb.metadata.pop("widgets", None)

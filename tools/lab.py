@@ -89,12 +89,14 @@ class LabServer:
         browser: bool = False,
         extra: list[str] | None = None,
         log: Path | None = None,
+        code_path: str | None = None,
     ) -> None:
         self.root = Path(root)
         self.port = free_port() if port is None else port
         self.token = secrets.token_hex(24)
         self.state, self.settings, self.browser = state, settings, browser
         self.extra, self.log = list(extra or []), log
+        self.code_path = code_path  # the kernels' CPU code path (tools/code_paths.py); None: native
         self.proc: subprocess.Popen | None = None
 
     @property
@@ -156,6 +158,10 @@ class LabServer:
 
     def env(self) -> dict[str, str]:
         env = dict(os.environ)
+        if self.code_path is not None:  # the kernels inherit it
+            from tools import code_paths
+
+            env = code_paths.apply(env, self.code_path)
         if self.state is not None:  # the user's Jupyter config, data and runtime stay untouched
             for key, sub in (("JUPYTER_CONFIG_DIR", "config"), ("JUPYTER_RUNTIME_DIR", "runtime")):
                 (self.state / sub).mkdir(parents=True, exist_ok=True)
