@@ -298,7 +298,7 @@ live_curve = fine_tune(live, steps=500, lr=3e-3, eval_every=100, eval_examples=5
 
 # %%
 print(f"LoRA r=8, {live.trainable_parameters():,} trained parameters")
-print(f"exact-match accuracy after {live_curve.steps[-1]} steps: {live_curve.accuracy[-1]:.2f}")
+print(f"exact-match accuracy after {live_curve.steps[-1]} steps: {live_curve.accuracy[-1]:.1f}")
 print("the model now writes:", greedy_answers(live, words))
 assert live_curve.accuracy[-1] > 0.9
 assert greedy_answers(live, words) == [w[::-1] for w in words]
@@ -507,8 +507,9 @@ assert 6 < saving < 7
 #
 # One table for all methods of the comparison script (one seed each, 1000 steps, the learning
 # rates given above; it also ran prompt and prefix tuning, 8 virtual tokens at learning rate
-# $3 \cdot 10^{-2}$, which part 2 studies properly): trainable parameters, the bytes of frozen weights and of trained weights +
-# gradients + Adam state (measured, by counting the storage of every tensor after a step), the
+# $3 \cdot 10^{-2}$, which part 2 studies properly): trainable parameters, the bytes of frozen
+# weights and of trained weights + gradients + Adam state (measured, by counting the storage of
+# every tensor after a step), the
 # time of one training step (the best of five rounds in which the methods take turns, one thread
 # of the course's CPU, which other jobs shared: compare the rows, not the absolute times), and
 # the final accuracy.
@@ -549,8 +550,9 @@ plt.show()
 # In these single-seed runs the count alone does not decide: with 8,192 numbers each, LoRA r=1
 # and prefix tuning end at 0 while LoRA on queries and values reaches 0.88; with 16,384 (2% of
 # the model), LoRA r=2 is nearly as accurate as full fine-tuning, which trains about 50 times
-# as many. The savings are in memory, and they grow with the model: for GPT-2 small with $r = 8$ on `c_attn`, trained
-# weights, gradients and Adam state fall from about 2.0 GB to 4.7 MB:
+# as many. The savings are in memory, and they grow with the model: for GPT-2 small with
+# $r = 8$ on `c_attn`, trained weights, gradients and Adam state fall from about 2.0 GB to
+# 4.7 MB:
 
 # %%
 small = memory_bytes(gpt2_small, "lora", rank=8, targets=["w_qkv"])
