@@ -576,7 +576,7 @@ np.testing.assert_allclose(
     lora_weight_as_printed(Wn, An, Bn), ref.lora_weight(Wn, An, Bn, alpha=2.0)
 )
 gap = np.abs(lora_weight_as_printed(Wn, An, Bn) - ref.lora_weight(Wn, An, Bn, alpha=16.0)).max()
-print(f"alpha = r: identical; alpha = 16, r = 2: they differ by up to {gap:.2f}")
+print(f"alpha = r: identical; alpha = 16, r = 2: they differ by up to {gap:.1f}")
 assert gap > 1
 
 # %% [markdown]
