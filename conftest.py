@@ -1,5 +1,6 @@
 """Repository-wide pytest configuration: what is collected, and how."""
 
+import importlib.util
 import os
 
 import matplotlib
@@ -26,16 +27,19 @@ collect_ignore_glob = ["notebooks/*.py", "book/*", ".venv/*"]
 # number on a rounding edge fails here, not on a learner's CPU. Value: seconds in nbval on a
 # clean clone (the re-run starts the slowest first).
 PORTABILITY_NOTEBOOKS = {
-    "08_gpt.ipynb": 44,
+    "08_gpt.ipynb": 30,
+    "08_gpt_practice.ipynb": 25,
     "10_feedback_distillation.ipynb": 41,
     "09_bert.ipynb": 41,
     "13_peft.ipynb": 36,
     "13_peft_prompts.ipynb": 30,
     "11_long_sequences.ipynb": 22,
-    "05_transformer_block.ipynb": 18,
+    "05_transformer_block.ipynb": 6,
+    "05_transformer_block_stacks.ipynb": 15,
     "04_attention.ipynb": 11,
-    "06_positional_encodings.ipynb": 10,
-    "12_number_formats.ipynb": 13,
+    "06_positional_encodings.ipynb": 14,
+    "12_number_formats.ipynb": 10,
+    "12_number_formats_quantisation.ipynb": 10,
 }
 
 
@@ -133,11 +137,12 @@ def notebook_kernels_on(path: str) -> None:
     import nbval.kernel
 
     from tools import code_paths
-    from tools.execute_notebooks import KERNEL_ENV
 
     start = getattr(nbval.kernel.start_new_kernel, "wrapped", nbval.kernel.start_new_kernel)
 
     def start_on_path(*args, **kwargs):
+        from tools.execute_notebooks import KERNEL_ENV  # jupytext and nbclient: when needed
+
         env = {**kwargs.get("env", os.environ), **KERNEL_ENV}
         kwargs["env"] = code_paths.apply(env, path)
         return start(*args, **kwargs)
@@ -175,7 +180,7 @@ def pytest_configure(config):
     if config.getoption("nbval_colab", False):
         colab_notebook_kernels(config)
     path = config.getoption("nbval_kernels", "pinned")
-    if path != "native":
+    if path != "native" and importlib.util.find_spec("nbval") is not None:  # Jupyter may be absent
         notebook_kernels_on(path)
     workers = os.environ.get("PYTEST_XDIST_WORKER_COUNT")
     if workers and "OMP_NUM_THREADS" not in os.environ:

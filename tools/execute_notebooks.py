@@ -17,6 +17,7 @@ printed number sits near its rounding edge.
 from __future__ import annotations
 
 import argparse
+import atexit
 import os
 import sys
 import time
@@ -74,7 +75,13 @@ def execute(src: Path, timeout: int = 600) -> float:
         resources={"metadata": {"path": str(src.parent)}},
     )
     start = time.perf_counter()
-    client.execute(env=kernel_env())
+    try:
+        client.execute(env=kernel_env())
+    except Exception:
+        # nbclient leaves an exit hook that fails with its own traceback where the kernel
+        # never started: the kernel is gone either way
+        atexit.unregister(client._cleanup_kernel)
+        raise
     elapsed = time.perf_counter() - start
     if not nb.metadata.get("widgets"):  # no widget in this chapter: store no empty state
         nb.metadata.pop("widgets", None)
@@ -88,8 +95,24 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("names", nargs="*", help="chapter names such as 01_matmul (default: all)")
     args = parser.parse_args(argv)
+    from jupyter_client.kernelspec import NoSuchKernel
+    from nbclient.exceptions import CellExecutionError, DeadKernelError
+
     for src in sources(args.names):
-        seconds = execute(src)
+        try:
+            seconds = execute(src)
+        except NoSuchKernel:
+            sys.exit(
+                f"error: no Jupyter kernel named {KERNELSPEC['name']!r} in this environment: "
+                "./course setup installs it"
+            )
+        except CellExecutionError as exc:  # the cell's own error, not nbclient's stack
+            sys.exit(f"error: {src.relative_to(ROOT)}: a cell failed; nothing written\n{exc}")
+        except (DeadKernelError, RuntimeError) as exc:  # the kernel did not start, or died
+            sys.exit(
+                f"error: {src.relative_to(ROOT)}: the notebook's kernel stopped ({exc}); nothing "
+                "written; ./course doctor checks the environment"
+            )
         flag = "" if seconds < 60 else "  <-- over the 60 s budget"
         print(f"{src.with_suffix('.ipynb').relative_to(ROOT)}: executed in {seconds:.1f} s{flag}")
     return 0

@@ -31,6 +31,7 @@ the alternate path.
 from __future__ import annotations
 
 import argparse
+import atexit
 import configparser
 import difflib
 import json
@@ -201,6 +202,7 @@ def execute(notebook: Path, path: str, workdir: Path, timeout: int = 900) -> Pat
     try:
         client.execute(env=env)
     except Exception as exc:  # a time-out or a dead kernel: report it, compare what ran
+        atexit.unregister(client._cleanup_kernel)  # nbclient's hook fails where none started
         error = f"{type(exc).__name__}: {str(exc)[-1500:]}"
     seconds = time.perf_counter() - start
     outputs = {c.number: run_nb.cells[i + 1].get("outputs", []) for i, c in enumerate(cells)}
@@ -360,7 +362,8 @@ def compared_only(found: list[Edge], runs: list[Run], cells: list[Cell]) -> list
             continue
         for run, printed in zip(runs, edge.texts, strict=True):
             text = text_of(run.outputs.get(edge.cell, {}))
-            line = next((ln for ln in text.splitlines() if printed.strip() in ln), "")
+            token = re.compile(rf"(?<![\d.]){re.escape(printed.strip())}(?!\d)")
+            line = next((ln for ln in text.splitlines() if token.search(ln)), "")
             if line:
                 edge.line = line
                 kept.append(edge)
@@ -442,6 +445,53 @@ class Report:
             lines += [f"    {ln[:160]}" for ln in d.lines[:20]]
         return "\n".join(lines)
 
+    def markdown(self) -> str:
+        """The report as a section of a Markdown audit: the cells that differ, then a table of
+        the numbers near their edge (ties counted, not listed)."""
+        paths = [r.path for r in self.runs]
+        lines = [f"### `{self.notebook}`", ""]
+        for r in self.runs:
+            n = len({d.cell for d in self.diffs if d.path == r.path})
+            cpu = f"{r.cpu_seconds:.1f} s CPU" if r.cpu_seconds else "CPU not measured"
+            state = f"did not finish: {r.error.splitlines()[0][:120]}" if r.error else ""
+            lines.append(f"- {r.path}: {n} cells differ from the stored outputs ({cpu}) {state}")
+        for d in self.diffs:
+            shown = "; ".join(f"`{ln.strip()[:90]}`" for ln in d.lines[:4])
+            lines.append(f"  - cell {d.cell} on {d.path}: {shown}")
+        risky = [e for e in self.edges if e.kind != "tie"]
+        ties = [e for e in self.edges if e.kind == "tie"]
+        if risky:
+            lines += [
+                "",
+                "| cell | kind | printed line | printed | format, where | "
+                + " | ".join(f"unrounded on {p}" for p in paths)
+                + " | from the edge (digits) | paths apart (digits) |",
+                "| --- | --- | --- | --- | --- | "
+                + " | ".join("---" for _ in paths)
+                + " | --- | --- |",
+            ]
+            order = {"differs": 0, "close": 1, "near": 2}
+            for e in sorted(risky, key=lambda e: (order[e.kind], e.cell, e.margin)):
+                line = e.line.strip().replace("|", "\\|")[:80]
+                printed = " / ".join(dict.fromkeys(t.strip() for t in e.texts))
+                values = " | ".join(f"{v:.6g}" for v in e.values)
+                lines.append(
+                    f"| {e.cell} | {e.kind} | `{line}` | {printed} | `{e.spec}`, {e.where} | "
+                    f"{values} | {e.margin:.3g} | {e.spread:.3g} |"
+                )
+        else:
+            lines += ["", "No recorded number near its rounding edge."]
+        if ties:
+            shown = ", ".join(f"cell {e.cell} `{e.texts[0].strip()}`" for e in ties[:10])
+            more = f" and {len(ties) - 10} more" if len(ties) > 10 else ""
+            lines += ["", f"Exact decimal ties (same on every CPU): {len(ties)}: {shown}{more}."]
+        for d in self.unrecorded:
+            shown = "; ".join(f"`{ln.strip()[:90]}`" for ln in d.lines[:6])
+            lines.append(
+                f"\nPrinted differently by the two paths, not recorded (cell {d.cell}): {shown}"
+            )
+        return "\n".join(lines) + "\n"
+
     def as_json(self) -> dict:
         paths = [r.path for r in self.runs]
         return {
@@ -496,6 +546,23 @@ def check(
     return Report(name, runs, diffs, found, unrecorded(runs, found, cells))
 
 
+def from_json(data: dict) -> Report:
+    """A report back from :meth:`Report.as_json` (to write it again in another form)."""
+    runs = []
+    for r in data["runs"]:
+        run = Run(r["path"], r["described"], r["seconds"], r["cpu_seconds"], error=r["error"])
+        runs.append(run)
+    diffs = [Difference(**d) for d in data["differences"]]
+    found = []
+    for e in data["edges"]:
+        fields = {k: v for k, v in e.items() if k != "paths"}
+        fields["texts"], fields["values"] = tuple(e["texts"]), tuple(e["values"])
+        found.append(Edge(**fields))
+    return Report(
+        data["notebook"], runs, diffs, found, [Difference(**d) for d in data["unrecorded"]]
+    )
+
+
 def resolve(name: str) -> Path:
     path = Path(name)
     if path.suffix != ".ipynb":
@@ -517,6 +584,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--jobs", type=int, default=2, help="paths run at once (default 2)")
     parser.add_argument("--timeout", type=int, default=900, help="seconds per cell")
     parser.add_argument("--json", type=Path, help="also write the reports as JSON here")
+    parser.add_argument("--markdown", type=Path, help="... and as Markdown (an audit) here")
     parser.add_argument(
         "--execute-one", nargs=2, metavar=("PATH", "NOTEBOOK"), help=argparse.SUPPRESS
     )
@@ -543,6 +611,8 @@ def main(argv: list[str] | None = None) -> int:
         failed += not report.ok
     if args.json:
         args.json.write_text(json.dumps([r.as_json() for r in reports], indent=1))
+    if args.markdown:
+        args.markdown.write_text("\n".join(r.markdown() for r in reports), encoding="utf-8")
     n_edges = sum(e.kind != "tie" for r in reports for e in r.edges)
     print(
         f"\n{len(reports)} notebook(s): {failed} with outputs that differ from the stored ones; "
