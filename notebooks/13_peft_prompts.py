@@ -361,23 +361,28 @@ for method in steer.METHODS:
 
 # %% [markdown]
 # And the whole grid: the loss averaged over each run, against the learning rate, for every
-# method and start (both seeds and four codes averaged):
+# method and start (both seeds and four codes averaged), drawn and then printed:
 
 # %%
 fig, ax = new_axes(
     "Secret code: learning-rate grid (100 steps)", "learning rate", "mean loss over the run"
 )
+lrs = sorted({r["lr"] for r in grid})
+table = []  # (method, start, the mean loss at each learning rate)
 for method in steer.METHODS:
     for init in steer.INITS:
-        lrs = sorted({r["lr"] for r in grid})
         mean = [elicit.grid_loss(grid, method=method, init=init, lr=lr) for lr in lrs]
         ax.plot(
             lrs, mean, marker="o", ls="-" if init == "text" else "--", label=f"{method}, {init}"
         )
+        table.append((method, init, mean))
 ax.set_xscale("log")
 ax.set_yscale("log")
 ax.legend()
 plt.show()
+print(f"{'learning rate':<16}" + "".join(f"{lr:>6g}" for lr in lrs))
+for method, init, mean in table:
+    print(f"{method:<8}{init:<8}" + "".join(f"{loss:>6.2f}" for loss in mean))
 
 # %% [markdown]
 # What the study shows, at its budget (100 steps, every step on all 16 letters; Adam at a
@@ -393,8 +398,8 @@ plt.show()
 # - **The written start is a head start, and only that.** It begins at about 0.3 (what the model
 #   reads of the text, as predicted above), a random start at 0 with a loss far above the
 #   zero-shot model's. At small learning rates the written start stays far ahead: at $10^{-3}$,
-#   prompt tuning's loss averaged over the run is 1.26 from the text and 4.0 from random
-#   characters (the figure). At each start's best rate the head start is gone within ten or twenty
+#   prompt tuning's loss averaged over the run is 1.26 from the text and 4.00 from random
+#   characters. At each start's best rate the head start is gone within ten or twenty
 #   steps, and by step 10 the random starts are ahead. On a task this easy, how far a step goes
 #   matters more than where the search begins. Lester et al. found that starting from real
 #   tokens' embeddings beats random vectors on harder tasks with small T5 models; this task cannot
