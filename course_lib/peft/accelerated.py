@@ -55,7 +55,8 @@ def dora_weight(W: Any, A: Any, B: Any, m: Any, alpha: float) -> torch.Tensor:
         raise ValueError(
             f"m must have one length per output unit, shape ({V.shape[0]},), got {fmt_shape(m.shape)}"
         )
-    norms = torch.linalg.vector_norm(V.float(), dim=1).to(V.dtype)  # (d,), float32 inside
+    wide = V if V.dtype in (torch.float32, torch.float64) else V.float()  # 16-bit: float32 inside
+    norms = torch.linalg.vector_norm(wide, dim=1).to(V.dtype)  # (d,): one per output unit
     return m[:, None] * V / norms[:, None]
 
 

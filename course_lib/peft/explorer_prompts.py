@@ -38,7 +38,7 @@ def mean_loss(method: str, init: str, lr: float) -> float:
 def explorer() -> Explorer:
     lrs = tuple(sorted({r["lr"] for r in grid()}))
     return Explorer(
-        "peft_prompts",
+        "peft-prompts",
         "Explore the steering study",
         (
             Control("method", "method", ("prompt", "prefix"), "prompt", kind="select"),
