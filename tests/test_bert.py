@@ -803,3 +803,21 @@ def test_head_losses_checker_names_the_bugs_of_the_exercise_and_survives_garbage
     for words, fns in garbage.items():
         outcome = check.head_losses(*fns)
         assert not outcome and words in str(outcome), (words, str(outcome))
+
+
+def test_wordpiece_and_span_checkers_survive_garbage_and_accept_every_form():
+    from course_lib.bert.wordpiece import encode_word
+
+    assert check.wordpiece_encode(lambda w, v: tuple(encode_word(w, v)))
+    assert check.best_span(lambda s, e, m: np.array(ft.best_span(s, e, m)))
+    assert check.best_span(lambda s, e, m: [np.int64(v) for v in ft.best_span(s, e, m)])
+    assert check.best_span(lambda s, e, m: torch.tensor(ft.best_span(s, e, m)))
+    for fn in (lambda w, v: None, lambda w, v: 1 / 0, lambda w, v: b"the", lambda w, v: iter([w]),
+               lambda w, v: [1, 2], lambda w: [w], lambda w, v: "there"):  # fmt: skip
+        outcome = check.wordpiece_encode(fn)
+        assert not outcome and outcome.details, fn
+    for fn in (lambda s, e, m: None, lambda s, e, m: (np.nan, 1), lambda s, e, m: "ab",
+               lambda s, e, m: (1, 2, 3), lambda s, e: (0, 0), lambda s, e, m: 1 / 0):  # fmt: skip
+        outcome = check.best_span(fn)
+        assert not outcome and outcome.details, fn
+    assert not check.wordpiece_encode(None) and not check.best_span("best_span")

@@ -1,6 +1,12 @@
 """The recipe of the chapter's shipped checkpoint: a longer masked-LM run of the small BERT.
 
-``python -m course_lib.bert.pretrain_long`` pre-trains :data:`course_lib.bert.train.SMALL` on
+::
+
+    python -m course_lib.bert.pretrain_long           # pre-trains; minutes on one idle core
+    python -m course_lib.bert.pretrain_long --from-comparison data/bert/comparison.json \\
+        --work .cache/bert/compare                    # takes the comparison's identical run
+
+The first pre-trains :data:`course_lib.bert.train.SMALL` on
 the first 2,000,000 characters of Shakespeare and the first 1,100,000 characters of
 *Moby-Dick* (:mod:`course_lib.bert.datasets`; the rest of each text is held out), cut into rows
 ``[CLS] ... [SEP]`` of two lengths. BERT's own recipe (Devlin et al. 2019, appendix A.2) spends
@@ -9,7 +15,7 @@ neighbours, and enough steps at the full length to train every row of the positi
 
 * three steps in four draw 32 rows of 32 tokens (29,247 rows of Shakespeare and 14,265 of
   Moby-Dick, pooled: a batch is on average two thirds Shakespeare and one third Melville);
-* one step in four draws 32 rows of 80 tokens, the model's whole context (11,698 and 5,706 rows
+* one step in four draws 32 rows of 80 tokens, the model's whole context (11,249 and 5,486 rows
   of the same text), so positions 32-79 learn from the first steps on, at the full learning
   rate. (BERT put its long steps last, under a linear decay; under our cosine the last quarter
   of the steps gets under 3% of the learning rate's sum, too little to train 48 new rows.)
@@ -185,17 +191,52 @@ def load_checkpoint(path: str | os.PathLike = CHECKPOINT) -> tuple[Bert, list[fl
     return model.eval(), list(state["losses"])
 
 
-def main(path: str | os.PathLike = CHECKPOINT, recipe: dict = RECIPE) -> dict:
+def _kept_comparison_run(comparison: Path, work: Path, recipe: dict) -> tuple[Bert, list, float]:
+    """The comparison's masked-LM run of seed 0, read back from its ``--work`` folder, after
+    checking that it ran this recipe and is the run its JSON reports."""
+    from course_lib.bert.compare import _thin
+
+    res = json.loads(Path(comparison).read_text(encoding="utf-8"))
+    want = {k: v for k, v in recipe.items() if k != "seed"}
+    if res["pretraining"]["recipe"] != want or recipe["seed"] != 0:
+        raise ValueError(f"{comparison} ran another recipe than {recipe}")
+    kept = torch.load(Path(work) / "pretrain__mlm__0.pt", weights_only=True)
+    if _thin(kept["losses"], 100) != res["pretraining"]["runs"]["pretrain/mlm/0"]["losses_per_100"]:
+        raise ValueError(f"the run kept in {work} is not the one {comparison} reports")
+    model = Bert(SMALL)
+    model.load_state_dict(kept["state"])
+    return model.eval(), list(kept["losses"]), kept["seconds"]
+
+
+def main(argv: list[str] | None = None, recipe: dict = RECIPE) -> dict:
+    import argparse
+
+    ap = argparse.ArgumentParser(prog=COMMAND, description=__doc__.split("\n")[0])
+    ap.add_argument(
+        "path", nargs="?", default=str(CHECKPOINT), help="where to write the checkpoint"
+    )
+    ap.add_argument("--from-comparison", metavar="JSON", default=None,
+                    help="take the comparison's masked-LM run of seed 0 (the same pre-training) "
+                    "from its --work folder instead of running it again")  # fmt: skip
+    ap.add_argument("--work", default=".cache/bert/compare", help="the comparison's work folder")
+    a = ap.parse_args(argv)
     torch.set_num_threads(1)
-    t0 = time.perf_counter()
-    model, losses = pretrain(recipe)
-    seconds = round(time.perf_counter() - t0, 1)
+    if a.from_comparison:
+        model, losses, seconds = _kept_comparison_run(Path(a.from_comparison), Path(a.work), recipe)
+        made_by = (f"{COMMAND} --from-comparison {a.from_comparison} --work {a.work}: the "
+                   "pre-training mlm/0 of the comparison, the same function, recipe and seed")  # fmt: skip
+    else:
+        t0 = time.perf_counter()
+        model, losses = pretrain(recipe)
+        seconds = round(time.perf_counter() - t0, 1)
+        made_by = COMMAND
     held = {n: held_out_loss(model, "mlm", n) for n in (recipe["length"], recipe["short_length"])}
-    path = Path(path)
+    path = Path(a.path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")
     state = {"model": model.state_dict(), "recipe": recipe, "losses": losses, "command": COMMAND,
-             "held_out": {f"rows_of_{n}": h for n, h in held.items()}, "seconds": seconds}  # fmt: skip
+             "made_by": made_by, "held_out": {f"rows_of_{n}": h for n, h in held.items()},
+             "seconds": seconds}  # fmt: skip
     torch.save(state, tmp)
     os.replace(tmp, path)  # atomic: a reader never sees half a file
     report = {"seconds": seconds, "held_out": state["held_out"],
@@ -206,4 +247,4 @@ def main(path: str | os.PathLike = CHECKPOINT, recipe: dict = RECIPE) -> dict:
 
 
 if __name__ == "__main__":
-    main(*sys.argv[1:])
+    main(sys.argv[1:])
