@@ -230,7 +230,8 @@ def test_summaries_and_paired_differences_of_hand_made_runs():
 def test_the_shipped_comparison_is_complete_and_says_where_it_ran():
     res = json.loads(data_path("bert", "comparison.json").read_text(encoding="utf-8"))
     assert res["command"] == C.COMMAND and not res["missing_runs"]
-    assert res["pretraining"]["recipe"] == C.RECIPE and res["pretraining"]["dapt"] == C.DAPT
+    assert res["pretraining"]["recipe"] == C.RECIPE and set(res["pretraining"]["runs"]) == {
+        f"pretrain/{o}/{p}" for o in ("mlm", "causal") for p in C.PRETRAIN_SEEDS}  # fmt: skip
     assert res["finetuning"] == C.FINETUNE and res["where"]["torch"].startswith("2.")
     assert len(C.PRETRAIN_SEEDS) >= 2 and len(C.FINETUNE["seeds"]) >= 2
     tried = res["lrs_tried"]

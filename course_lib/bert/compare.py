@@ -1,15 +1,12 @@
 """Encoder or decoder, pre-trained or not? The chapter's measured comparison on chapter 8's era task.
 
 One network, :data:`course_lib.bert.train.SMALL` (2 blocks of width 64, the chapter's
-1,024-token BPE, 80 positions), started five ways:
+1,024-token BPE, 80 positions), started four ways:
 
 * ``mlm``: bidirectional attention, pre-trained as a masked LM with the shipped checkpoint's
   recipe (:data:`RECIPE`, :mod:`course_lib.bert.pretrain_long`: three steps in four on rows of
   32 tokens, one in four on rows of 80, the length it is fine-tuned at, so every row of the
   position table is trained); its run of seed 0 is the shipped ``small_mlm.pt``'s;
-* ``mlm+sotu``: ``mlm`` after a second, shorter masked-LM pass on the text of the task's own
-  training addresses (domain-adaptive pre-training, :data:`DAPT`), which tests the explanation
-  "the pre-training text is too far from the task";
 * ``causal``: the *same* parameters with a causal mask (:class:`CausalBert`), pre-trained with
   chapter 8's objective, the next-token loss, on the same text with the same recipe; all its
   positions get a next token to predict;
@@ -62,26 +59,24 @@ import torch.nn.functional as F
 from torch import nn
 
 from course_lib.bert.config import BertConfig
-from course_lib.bert.data import CLS, PAD, SEP, pad_batch, text_rows, tokenizer
+from course_lib.bert.data import CLS, PAD, SEP, pad_batch, tokenizer
 from course_lib.bert.finetune import Batch, bag_of_words_accuracy, fine_tune, predict
 from course_lib.bert.inputs import IGNORE
 from course_lib.bert.model import Bert
 from course_lib.bert.pretrain_long import CHECKPOINT, held_out_loss, pretrain
 from course_lib.bert.pretrain_long import RECIPE as LONG_RECIPE
-from course_lib.bert.train import SMALL, _row_schedule, fit, pretrain_mlm
+from course_lib.bert.train import SMALL, _row_schedule, fit
 from course_lib.block.accelerated import block_forward
 from course_lib.checks import check_choice, check_int
 
 __all__ = [
-    "DAPT", "FINETUNE", "PRETRAIN_SEEDS", "RECIPE", "VARIANTS", "CausalBert", "Classifier",
+    "FINETUNE", "PRETRAIN_SEEDS", "RECIPE", "VARIANTS", "CausalBert", "Classifier",
     "difference", "encode_pieces", "era_splits", "main", "pretrain_causal", "run", "summarise",
 ]  # fmt: skip
 
 #: The pre-training recipe of both objectives: the shipped checkpoint's.
 RECIPE = {k: v for k, v in LONG_RECIPE.items() if k != "seed"}
 PRETRAIN_SEEDS = [0, 1]
-#: The domain-adaptive pass: masked LM on the training addresses' text, from ``mlm``.
-DAPT = {"steps": 3000, "batch_size": 32, "lr": 1e-3, "warmup": 100, "schedule": "cosine"}
 #: The fine-tuning: the same for every variant but the learning rate, chosen on validation.
 FINETUNE = {
     "n_train": 4000,
@@ -100,7 +95,6 @@ FINETUNE = {
 #: name -> (attention, pre-training, readout).
 VARIANTS = {
     "mlm": ("bidirectional", "masked LM", "mean"),
-    "mlm+sotu": ("bidirectional", "masked LM, then masked LM on the training addresses", "mean"),
     "causal": ("causal", "next-token LM", "mean"),
     "causal-last": ("causal", "next-token LM", "last"),
     "scratch": ("bidirectional", "none", "mean"),
@@ -108,12 +102,10 @@ VARIANTS = {
     "causal-scratch-last": ("causal", "none", "last"),
 }
 #: The pre-training each variant starts from (None: random weights).
-SOURCE = {"mlm": "pretrain/mlm", "mlm+sotu": "dapt", "causal": "pretrain/causal",
-          "causal-last": "pretrain/causal"}  # fmt: skip
+SOURCE = {"mlm": "pretrain/mlm", "causal": "pretrain/causal", "causal-last": "pretrain/causal"}
 COMMAND = "python -m course_lib.bert.compare data/bert/comparison.json --jobs 2 --work .cache/bert/compare"
 TINY = {
     "recipe": {"n_chars": 20_000, "moby_dick_chars": 20_000, "steps": 8, "batch_size": 8},
-    "dapt": {"steps": 3, "batch_size": 8, "warmup": 1},
     "finetune": {
         "n_train": 48,
         "n_test": 16,
@@ -277,14 +269,6 @@ def _era_data(n_train: int, n_test: int, val_years_ending_in: int, text_tokens: 
     return {c: tuple(encode_pieces(p, text_tokens, c) for p in parts) for c in (False, True)}
 
 
-def _dapt_rows(length: int, fit_years: set[int]) -> np.ndarray:
-    """Rows of the training addresses' whole text (the years of ``fit_years``), for the DAPT pass."""
-    from course_lib.gpt.datasets import sotu_paragraphs
-
-    pieces = sotu_paragraphs(label="era")
-    return text_rows(" ".join(t for t, _, y in pieces if y in fit_years), length)
-
-
 # ------------------------------------------------------------------------------------ the work
 # Each task is a dict; :func:`_work` runs one in a worker process and returns JSON-ready results
 # (and the weights of a pre-training, which later tasks start from).
@@ -312,16 +296,6 @@ def _work(task: dict[str, Any]) -> dict[str, Any]:
         held = held_out_loss(model, task["objective"], r["length"], device)
         out = {"losses": losses, "held_out": held}
         out["state"] = {k: v.cpu() for k, v in bert.state_dict().items()}
-    elif kind == "dapt":
-        d, r = task["dapt"], task["recipe"]
-        bert = Bert(SMALL)
-        bert.load_state_dict(task["state"])
-        rows = _dapt_rows(r["length"], set(task["fit_years"]))
-        bert, losses = pretrain_mlm(rows, **d, seed=task["seed"], dropout=0.0, model=bert,
-                                    device=device)  # fmt: skip
-        out = {"losses": losses, "rows": len(rows),
-               "held_out": held_out_loss(bert, "mlm", r["length"], device),
-               "state": {k: v.cpu() for k, v in bert.state_dict().items()}}  # fmt: skip
     else:
         out = _finetune(task)
     out["seconds"] = round(time.perf_counter() - t0, 1)
@@ -355,16 +329,11 @@ def _finetune(task: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _pretrain_tasks(recipe, dapt, fit_years, device):
-    """The pre-training and domain-pass tasks: (name, task, needs)."""
-    out = []
-    for seed in PRETRAIN_SEEDS:
-        for obj in ("mlm", "causal"):
-            out.append((f"pretrain/{obj}/{seed}", {"kind": "pretrain", "objective": obj,
-                        "seed": seed, "recipe": recipe, "device": device}, None))  # fmt: skip
-        out.append((f"dapt/{seed}", {"kind": "dapt", "seed": seed, "dapt": dapt, "recipe": recipe,
-                    "fit_years": sorted(fit_years), "device": device}, f"pretrain/mlm/{seed}"))  # fmt: skip
-    return out
+def _pretrain_tasks(recipe, device):
+    """The pre-training tasks: (name, task, needs)."""
+    return [(f"pretrain/{obj}/{seed}", {"kind": "pretrain", "objective": obj, "seed": seed,
+             "recipe": recipe, "device": device}, None)
+            for seed in PRETRAIN_SEEDS for obj in ("mlm", "causal")]  # fmt: skip
 
 
 def _finetune_tasks(variant, lr, s, device):
@@ -409,8 +378,8 @@ def _extend(grid: list[float], best: float, candidates: list[float]) -> float | 
 
 def _priority(name: str) -> int:
     """Start the long chain first: pre-training, then the domain pass, then fine-tuning."""
-    order = ("pretrain/mlm", "pretrain", "dapt", "finetune/mlm+sotu", "finetune/mlm",
-             "finetune/causal-last", "finetune/causal/")  # fmt: skip
+    order = ("pretrain/mlm", "pretrain", "finetune/mlm", "finetune/causal-last",
+             "finetune/causal/")  # fmt: skip
     return next((i for i, p in enumerate(order) if name.startswith(p)), len(order))
 
 
@@ -447,18 +416,14 @@ def run(
     finished run.
     """
     t_start = time.perf_counter()
-    recipe, dapt, s = dict(RECIPE), dict(DAPT), dict(FINETUNE)
+    recipe, s = dict(RECIPE), dict(FINETUNE)
     if tiny:
         recipe.update(TINY["recipe"])
-        dapt.update(TINY["dapt"])
         s.update(TINY["finetune"])
     work = None if work is None else Path(work)
     fit_p, val_p, test_p = era_splits(s["n_train"], s["n_test"], s["val_years_ending_in"])
-    fit_years = {y for _, _, y in fit_p}
-    if tiny:
-        fit_years = set(sorted(fit_years)[:2])
     grids = {v: sorted(s["lrs"]) for v in VARIANTS}
-    tasks = _pretrain_tasks(recipe, dapt, fit_years, device)
+    tasks = _pretrain_tasks(recipe, device)
     for v in VARIANTS:
         for lr in grids[v]:
             tasks += _finetune_tasks(v, lr, s, device)
@@ -471,7 +436,7 @@ def run(
     results: dict[str, dict] = {}
 
     def assemble() -> tuple[dict[str, Any], dict[str, Any] | None]:
-        out = _report(recipe, dapt, s, results, grids, len(fit_p), len(val_p), len(test_p), bow)
+        out = _report(recipe, s, results, grids, len(fit_p), len(val_p), len(test_p), bow)
         out.update({"command": COMMAND + (" --tiny" if tiny else ""), "where": where,
                     "missing_runs": [n for n, _, _ in tasks if n not in results],
                     "seconds": round(time.perf_counter() - t_start, 1)})  # fmt: skip
@@ -552,10 +517,10 @@ def _cpu_name() -> str:
     return platform.processor()
 
 
-def _report(recipe, dapt, s, results, grids, n_fit, n_val, n_test, bow) -> dict[str, Any]:
+def _report(recipe, s, results, grids, n_fit, n_val, n_test, bow) -> dict[str, Any]:
     pre = {}
     for name, r in results.items():
-        if name.startswith(("pretrain", "dapt")):
+        if name.startswith("pretrain"):
             pre[name] = {"held_out": r["held_out"], "seconds": r["seconds"],
                          "losses_per_100": _thin(r["losses"], 100)}  # fmt: skip
     runs = []
@@ -580,7 +545,7 @@ def _report(recipe, dapt, s, results, grids, n_fit, n_val, n_test, bow) -> dict[
             "n_fit": n_fit, "n_val": n_val, "n_test": n_test,
             "chance": 0.5,
         },
-        "pretraining": {"recipe": recipe, "seeds": PRETRAIN_SEEDS, "dapt": dapt, "runs": pre},
+        "pretraining": {"recipe": recipe, "seeds": PRETRAIN_SEEDS, "runs": pre},
         "finetuning": s,
         "variants": {k: {"attention": a, "pretraining": p, "readout": r}
                      for k, (a, p, r) in VARIANTS.items()},
