@@ -142,7 +142,14 @@ def test_the_comparison_runs_on_a_tiny_setting_resumes_and_spares_the_shipped_ch
     assert {r["variant"] for r in res["runs"]} == set(C.VARIANTS)
     s = res["finetuning"]
     n = sum(len(g) for g in res["lrs_tried"].values())
-    assert len(res["runs"]) == n * len(C.PRETRAIN_SEEDS) * len(s["seeds"])
+    confirm = len(s["seeds"]) - len(s["tune_seeds"])
+    assert len(res["runs"]) == len(C.PRETRAIN_SEEDS) * (
+        n * len(s["tune_seeds"]) + len(C.VARIANTS) * confirm
+    )
+    for v, lr in res["chosen_lr"].items():  # every seed at the chosen rate
+        assert {r["seed"] for r in res["runs"] if r["variant"] == v and r["lr"] == lr} == set(
+            s["seeds"]
+        )
     for v, grid in res["lrs_tried"].items():
         assert set(s["lrs"]) <= set(grid) <= set(s["lr_grid"]) | set(s["lrs"])
         lr = res["chosen_lr"][v]  # interior, unless the grid ran out of values on that side
@@ -236,17 +243,19 @@ def test_the_shipped_comparison_is_complete_and_says_where_it_ran():
     assert len(C.PRETRAIN_SEEDS) >= 2 and len(C.FINETUNE["seeds"]) >= 2
     tried = res["lrs_tried"]
     assert set(tried) == set(C.VARIANTS) == set(res["chosen_lr"])
-    assert len(res["runs"]) == sum(len(g) for g in tried.values()) * 4
+    assert len(res["runs"]) == 2 * sum(len(g) for g in tried.values()) + 2 * len(C.VARIANTS)
     for r in res["runs"]:
         assert len(r["correct"]) == res["task"]["n_test"] and set(r["correct"]) <= {"0", "1"}
         assert r["correct"].count("1") / res["task"]["n_test"] == pytest.approx(
             r["test_accuracy"], abs=1e-4
         )
         assert 0.4 < r["test_accuracy"] < 1.0 and 0.4 < r["val_accuracy"] < 1.0  # sanity only
-    for v, lr in res["chosen_lr"].items():  # the best mean validation accuracy, inside its grid
-        val = {x: np.mean([r["val_accuracy"] for r in res["runs"] if r["variant"] == v and r["lr"] == x])
+    for v, lr in res["chosen_lr"].items():  # the best on validation (seed 0), inside its grid
+        val = {x: np.mean([r["val_accuracy"] for r in res["runs"]
+                           if r["variant"] == v and r["lr"] == x and r["seed"] == 0])
                for x in tried[v]}  # fmt: skip
         assert val[lr] == max(val.values()) and min(tried[v]) < lr < max(tried[v]), v
+        assert len([r for r in res["runs"] if r["variant"] == v and r["lr"] == lr]) == 4
     for name, run in res["pretraining"]["runs"].items():  # every pre-training learned something
         held = run["held_out"]
         assert held["loss"] < held["token_frequencies"] - 1.0, name

