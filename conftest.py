@@ -1,5 +1,6 @@
 """Repository-wide pytest configuration: what is collected, and how."""
 
+import importlib.util
 import os
 
 import matplotlib
@@ -20,9 +21,10 @@ settings.load_profile("course")
 collect_ignore_glob = ["notebooks/*.py", "book/*", ".venv/*"]
 
 # Notebooks whose stored outputs depend on the CPU's kernels (training, low-precision rounding):
-# their nbval items count as machine-sensitive. ./course test runs every notebook under the
-# portable kernels (--nbval-kernels=portable); a run with the native ones (plain pytest) re-runs
-# these under the portable kernels in tests/test_portability.py. Value: seconds in nbval on a
+# their nbval items count as machine-sensitive. nbval checks every notebook on the pinned code
+# path its outputs were written under (tools/code_paths.py); tests/test_portability.py runs
+# these once more on the alternate path and compares with the stored outputs, so that a printed
+# number on a rounding edge fails here, not on a learner's CPU. Value: seconds in nbval on a
 # clean clone (the re-run starts the slowest first).
 PORTABILITY_NOTEBOOKS = {
     "08_gpt.ipynb": 44,
@@ -30,10 +32,12 @@ PORTABILITY_NOTEBOOKS = {
     "09_bert.ipynb": 41,
     "13_peft.ipynb": 36,
     "11_long_sequences.ipynb": 22,
-    "05_transformer_block.ipynb": 18,
+    "05_transformer_block.ipynb": 6,
+    "05_transformer_block_stacks.ipynb": 15,
     "04_attention.ipynb": 11,
-    "06_positional_encodings.ipynb": 10,
-    "12_number_formats.ipynb": 13,
+    "06_positional_encodings.ipynb": 14,
+    "12_number_formats.ipynb": 10,
+    "12_number_formats_quantisation.ipynb": 10,
 }
 
 
@@ -55,12 +59,13 @@ def pytest_addoption(parser):
     )
     parser.addoption(
         "--nbval-kernels",
-        choices=("native", "portable"),
-        default="native",
-        help="the CPU kernels nbval's notebook kernels use: this machine's (native, the "
-        "default) or PyTorch's portable ones (ATEN_CPU_CAPABILITY=default), as ./course test "
-        "asks: the notebooks' stored outputs then hold on another CPU's kernels, and "
-        "tests/test_portability.py re-runs only the marked unit tests",
+        choices=("pinned", "alternate", "native"),
+        default="pinned",
+        help="the CPU code path of nbval's notebook kernels (tools/code_paths.py): pinned, "
+        "the one the stored outputs were written under (the default: one thread, MKL's "
+        "COMPATIBLE branch, AVX2 kernels, on the CPU); alternate, another path of this "
+        "machine (tests/test_portability.py's re-run then has nothing to add); native, "
+        "whatever this machine and environment pick",
     )
     parser.addoption(
         "--nbval-colab",
@@ -87,8 +92,8 @@ def pytest_collection_modifyitems(config, items):
             # what it prints differs by design (nothing here; pip's and set-up's messages in the
             # simulated Colab of --nbval-colab): nbval runs it and compares nothing
             item.options["check"] = False
-    if config.getoption("nbval_kernels") == "portable":
-        # nbval runs every notebook under the portable kernels already: no second run of them
+    if config.getoption("nbval_kernels") == "alternate":
+        # nbval runs every notebook on the alternate path already: no second run of them
         again = [i for i in items if _reruns_a_notebook(i)]
         if again:
             config.hook.pytest_deselected(items=again)
@@ -122,21 +127,27 @@ def _reruns_a_notebook(item) -> bool:
     )
 
 
-def portable_notebook_kernels() -> None:
-    """nbval's kernels start with ATEN_CPU_CAPABILITY=default (read once, as PyTorch starts):
-    only the notebooks' kernels, not this process or the other subprocesses of the tests."""
+def notebook_kernels_on(path: str) -> None:
+    """nbval's kernels start on a CPU code path of tools/code_paths.py, with the environment
+    ``./course notebooks`` executes them in (on the CPU, a fixed hash seed): only the
+    notebooks' kernels, not this process or the other subprocesses of the tests. The path's
+    variables are read once, as the libraries start, hence in the kernel's environment."""
     import nbval.kernel
 
-    start = nbval.kernel.start_new_kernel
-    if getattr(start, "portable", False):
-        return
+    from tools import code_paths
 
-    def start_portable(*args, **kwargs):
-        kwargs["env"] = {**kwargs.get("env", os.environ), "ATEN_CPU_CAPABILITY": "default"}
+    start = getattr(nbval.kernel.start_new_kernel, "wrapped", nbval.kernel.start_new_kernel)
+
+    def start_on_path(*args, **kwargs):
+        from tools.execute_notebooks import KERNEL_ENV  # jupytext and nbclient: when needed
+
+        env = {**kwargs.get("env", os.environ), **KERNEL_ENV}
+        kwargs["env"] = code_paths.apply(env, path)
         return start(*args, **kwargs)
 
-    start_portable.portable = True
-    nbval.kernel.start_new_kernel = start_portable
+    start_on_path.wrapped = start
+    start_on_path.code_path = path
+    nbval.kernel.start_new_kernel = start_on_path
 
 
 def colab_notebook_kernels(config) -> None:
@@ -162,12 +173,13 @@ def pytest_configure(config):
     """In a parallel run each worker uses its share of the cores, not all of them: n workers
     with n threads each on n cores spend their time waiting on one another (OpenMP threads
     spin). Tests that need more threads set them themselves; OMP_NUM_THREADS, if set, wins.
-    With ``--nbval-kernels=portable`` the notebooks' kernels use PyTorch's portable kernels;
-    with ``--nbval-colab`` they start in a simulated Colab (both, as ./course test asks)."""
+    The notebooks' kernels start on the code path ``--nbval-kernels`` names (pinned unless
+    told otherwise) and, with ``--nbval-colab``, in a simulated Colab (as ./course test asks)."""
     if config.getoption("nbval_colab", False):
         colab_notebook_kernels(config)
-    if config.getoption("nbval_kernels", "native") == "portable":
-        portable_notebook_kernels()
+    path = config.getoption("nbval_kernels", "pinned")
+    if path != "native" and importlib.util.find_spec("nbval") is not None:  # Jupyter may be absent
+        notebook_kernels_on(path)
     workers = os.environ.get("PYTEST_XDIST_WORKER_COUNT")
     if workers and "OMP_NUM_THREADS" not in os.environ:
         import torch

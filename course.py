@@ -264,32 +264,66 @@ def web_assets() -> None:
     run([venv_python(), "-m", "tools.build_book", "--assets-only"])
 
 
-def browser() -> None:
-    """The browser test drives a real Chromium: use CHROMIUM, else a system one; on Debian or
-    Ubuntu as root install it with apt; elsewhere fall back to Playwright's own download."""
-    if os.environ.get("CHROMIUM") or any(
-        shutil.which(n) for n in ("chromium", "chromium-browser", "google-chrome")
-    ):
-        return
+#: how to get a browser where set-up cannot install one (one line, printed as is)
+BROWSER_HINT = (
+    "install Chromium (Debian/Ubuntu, as root: `apt-get install chromium`; elsewhere "
+    "`.venv/bin/python -m playwright install chromium`) or set CHROMIUM=/path/to/chrome"
+)
+
+
+def have_browser() -> bool:
+    """Whether a Chromium or Chrome is here: ``CHROMIUM``, a system one, Playwright's own."""
+    named = os.environ.get("CHROMIUM")
+    if named:
+        return bool(shutil.which(named)) or Path(named).is_file()
+    if any(shutil.which(n) for n in ("chromium", "chromium-browser", "google-chrome")):
+        return True
     apps = ("/Applications/Google Chrome.app", "/Applications/Chromium.app")
     if any(Path(a).is_dir() for a in apps):
-        return
+        return True
+    if not venv_python().exists():
+        return False
+    probe = "from course_lib.doctor import find_chromium; print(find_chromium() or '')"
+    found = subprocess.run([str(venv_python()), "-c", probe], capture_output=True, text=True)
+    return bool(found.stdout.strip())
+
+
+def browser(purpose: str = "the browser tests", *, explain: bool = True) -> bool:
+    """Find or install the Chromium that ``purpose`` needs: use CHROMIUM, else a system one;
+    on Debian or Ubuntu as root install it with apt; elsewhere fall back to Playwright's own
+    download. False, after one line saying how to get one, where none is found or installed."""
+    if have_browser():
+        return True
+    named = os.environ.get("CHROMIUM")
+    if named:
+        if explain:
+            print(f"note: CHROMIUM={named} is not a file; {BROWSER_HINT}")
+        return False
     if hasattr(os, "geteuid") and os.geteuid() == 0 and shutil.which("apt-get"):
-        print("== installing Chromium for the browser test (apt)")
-        run(["apt-get", "update", "-qq"])
+        print(f"== installing Chromium for {purpose} (apt)")
         env_run = ["env", "DEBIAN_FRONTEND=noninteractive", "apt-get", "install", "-y", "-qq"]
-        run([*env_run, "chromium"])
+        ok = run(["apt-get", "update", "-qq"], check=False) == 0
+        ok = ok and run([*env_run, "chromium"], check=False) == 0
     else:
         # not root (never escalate from a script), or no apt: Playwright's own Chromium
-        print("== installing Playwright's Chromium for the browser test")
-        run([venv_python(), "-m", "playwright", "install", "chromium"])
+        print(f"== installing Playwright's Chromium for {purpose}")
+        ok = run([venv_python(), "-m", "playwright", "install", "chromium"], check=False) == 0
+    if DRY_RUN or ok and have_browser():
+        return True
+    if explain:
+        print(
+            f"note: no Chromium for {purpose}, and it could not be installed here: {BROWSER_HINT}"
+        )
+    return False
 
 
 # -- commands --------------------------------------------------------------------------------
 
 
 def module(name: str, args: list[str]) -> None:
-    hand_over([venv_python(), "-m", *name.split(), *args])
+    """Hand over to ``python -m NAME ARGS`` in the environment, through tools/command.py: where
+    the command stops because something it needs is missing, one line says what, no traceback."""
+    hand_over([venv_python(), "-m", "tools.command", *name.split(), *args])
 
 
 def cmd_test(args: list[str]) -> None:
@@ -302,12 +336,17 @@ def cmd_test(args: list[str]) -> None:
         run([venv_python(), "-m", "course_lib.doctor"])
     else:
         web_assets()
-        browser()
+        if "not browser" not in " ".join(args) and not browser("the browser tests"):
+            raise SystemExit(
+                "error: the full test drives a real browser (the website, JupyterLab) and "
+                "there is none; get one as said above, or run the tests without it: "
+                './course test --quick, or ./course test -m "not browser"'
+            )
         run([venv_python(), "-m", "course_lib.doctor", "--browser"])
         first = []
-        if not any(a.startswith("--nbval-kernels") for a in args):
-            # the notebooks' outputs checked once, under another CPU's kernels (conftest.py)
-            first.append("--nbval-kernels=portable")
+        # nbval checks the notebooks' stored outputs on the CPU code path they were written
+        # under (conftest.py, tools/code_paths.py), the machine-sensitive ones once more on
+        # another path (tests/test_portability.py)
         if os.name != "nt" and "--nbval-colab" not in args:
             # ... in a simulated Colab, each notebook installing the course from this checkout
             # and fetching its data as on Colab (tools/colab_sim.py; it links with symlinks)
@@ -326,7 +365,15 @@ def cmd_lab(args: list[str]) -> None:
 
 
 def cmd_book(args: list[str]) -> None:
+    """The website, then course.pdf printed by Chromium: found or installed as for the tests;
+    where neither works, the website alone and one line on how to get the PDF."""
     web_assets()
+    if "--no-pdf" not in args and not browser("course.pdf", explain=False):
+        print(
+            "note: building the website without course.pdf (no Chromium to print it, and none "
+            f"could be installed here); for the PDF, {BROWSER_HINT}, then ./course book again"
+        )
+        args = [*args, "--no-pdf"]
     module("tools.build_book", args)
 
 

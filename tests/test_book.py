@@ -368,6 +368,75 @@ def test_the_course_as_one_pdf(site: Path) -> None:
     assert images >= figures, f"{images} images in the PDF, {figures} figures in the chapters"
 
 
+@pytest.mark.book
+def test_the_pdf_loses_nothing(site: Path) -> None:
+    """No text clipped by the page or by a box (a code line cut at the right edge), and no
+    glyph its fonts lack (a checker's verdict mark printed as an empty box): every glyph of
+    course.pdf placed by tools/pdf_check.py."""
+    from tools.pdf_check import check
+
+    problems = check(site / "course.pdf")
+    assert problems.glyphs > 100_000, problems.summary()  # the whole course was read
+    assert not problems.clipped and not problems.missing, problems.summary()
+
+
+def test_the_pdf_check_finds_clipped_text_and_missing_glyphs(tmp_path: Path) -> None:
+    """tools/pdf_check.py on a PDF made for it: a line off the page's right edge, a line cut by
+    a clipping box, and a glyph drawn with glyph id 0 (.notdef)."""
+    from pypdf import PdfWriter
+    from pypdf.generic import (
+        ArrayObject,
+        DecodedStreamObject,
+        DictionaryObject,
+        NameObject,
+        NumberObject,
+    )
+
+    from tools.pdf_check import check
+
+    writer = PdfWriter()
+    page = writer.add_blank_page(width=200, height=200)
+    tounicode = DecodedStreamObject()
+    tounicode.set_data(
+        b"begincmap\n2 beginbfchar\n<0000> <2705>\n<0041> <0041>\nendbfchar\nendcmap"
+    )
+    cid = DictionaryObject(
+        {
+            NameObject("/Type"): NameObject("/Font"),
+            NameObject("/Subtype"): NameObject("/CIDFontType2"),
+            NameObject("/DW"): NumberObject(500),
+        }
+    )
+    font = DictionaryObject(
+        {
+            NameObject("/Type"): NameObject("/Font"),
+            NameObject("/Subtype"): NameObject("/Type0"),
+            NameObject("/Encoding"): NameObject("/Identity-H"),
+            NameObject("/DescendantFonts"): ArrayObject([writer._add_object(cid)]),
+            NameObject("/ToUnicode"): writer._add_object(tounicode),
+        }
+    )
+    page[NameObject("/Resources")] = DictionaryObject(
+        {NameObject("/Font"): DictionaryObject({NameObject("/F1"): writer._add_object(font)})}
+    )
+    content = DecodedStreamObject()
+    content.set_data(
+        b"BT /F1 10 Tf 20 150 Td <00410041> Tj ET\n"  # two As, on the page
+        b"BT /F1 10 Tf 195 120 Td <004100410041> Tj ET\n"  # runs off the right edge
+        b"q 0 0 100 200 re W n BT /F1 10 Tf 90 90 Td <0041004100410041> Tj ET Q\n"  # a box
+        b"BT /F1 10 Tf 20 50 Td <0000> Tj ET\n"  # glyph id 0: the empty box
+    )
+    page[NameObject("/Contents")] = writer._add_object(content)
+    path = tmp_path / "t.pdf"
+    with open(path, "wb") as f:
+        writer.write(f)
+    problems = check(path)
+    assert problems.glyphs == 2 + 3 + 4 + 1
+    assert [(g.page, g.char) for g in problems.missing] == [(1, "\u2705")]
+    assert len(problems.clipped) == 2 + 2  # the edge cuts two of three, the box two of four
+    assert "U+2705" in problems.summary() and "clipped" in problems.summary()
+
+
 # -- accessibility: axe-core on every page, in the light and the dark theme -------------------
 
 THEMES = ("light", "dark")

@@ -34,7 +34,7 @@ from pathlib import Path
 import pytest
 
 from tests._root import root_conftest
-from tools import colab_sim
+from tools import code_paths, colab_sim
 
 ROOT = Path(__file__).resolve().parent.parent
 POSIX_ONLY = pytest.mark.skipif(
@@ -50,7 +50,8 @@ print(json.dumps({
     "numpy": importlib.util.find_spec("numpy") is not None,
     "sacrebleu": importlib.util.find_spec("sacrebleu") is not None,
     "env": {k: os.environ.get(k) for k in (
-        "COURSE_COLAB", "COURSE_SOURCE", "COURSE_CACHE", "ATEN_CPU_CAPABILITY", "PYTHONPATH"
+        "COURSE_COLAB", "COURSE_SOURCE", "COURSE_CACHE", "ATEN_CPU_CAPABILITY", "PYTHONPATH",
+        "OMP_NUM_THREADS"
     )},
 }))
 """
@@ -80,7 +81,7 @@ def test_a_runtime_is_a_fresh_environment_without_the_course_and_an_empty_cache(
 @POSIX_ONLY
 def test_with_nbval_colab_each_notebook_kernel_starts_in_a_fresh_runtime(monkeypatch, tmp_path):
     """conftest.py's pytest_configure with ./course test's two options: nbval's kernel runs the
-    runtime's interpreter in its empty folder, with the portable CPU kernels too."""
+    runtime's interpreter in its empty folder, on the pinned CPU code path too."""
     import nbval.kernel
 
     # restored after the test: pytest_configure replaces it
@@ -88,7 +89,7 @@ def test_with_nbval_colab_each_notebook_kernel_starts_in_a_fresh_runtime(monkeyp
     wheel = tmp_path / "course_lib-0-py3-none-any.whl"  # no set-up cell runs: nothing is built
     monkeypatch.setattr(colab_sim, "build_wheel", lambda work: wheel)
     monkeypatch.setattr(colab_sim, "wheel_requirements", lambda whl: ["numpy", "sacrebleu"])
-    options = {"nbval_colab": True, "nbval_kernels": "portable"}
+    options = {"nbval_colab": True}  # and the default code path, pinned
     cleanups = []
 
     class Config:
@@ -117,7 +118,9 @@ def test_with_nbval_colab_each_notebook_kernel_starts_in_a_fresh_runtime(monkeyp
     assert seen["numpy"] and seen["sacrebleu"]
     assert seen["files"] == [] and Path(seen["cwd"]).name == "content"
     assert seen["env"]["COURSE_COLAB"] == "1" and seen["env"]["COURSE_SOURCE"] == wheel.as_uri()
-    assert seen["env"]["ATEN_CPU_CAPABILITY"] == "default"
+    pinned = code_paths.path_env(code_paths.PINNED)
+    assert seen["env"]["ATEN_CPU_CAPABILITY"] == pinned["ATEN_CPU_CAPABILITY"]
+    assert seen["env"]["OMP_NUM_THREADS"] == "1"
 
 
 def test_a_runtime_sees_what_is_required_and_its_dependencies_only():

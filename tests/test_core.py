@@ -160,6 +160,8 @@ def test_doctor_finds_playwrights_chromium_when_there_is_no_system_browser(monke
     monkeypatch.setattr(doctor, "playwright_chromium", lambda: None)
     assert doctor.find_chromium() is None
     monkeypatch.setenv("CHROMIUM", "/opt/my/chrome")
+    assert doctor.find_chromium() is None  # CHROMIUM names no file: no browser, said so
+    monkeypatch.setattr(doctor.os.path, "isfile", lambda path: path == "/opt/my/chrome")
     assert doctor.find_chromium() == "/opt/my/chrome"
 
 

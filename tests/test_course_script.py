@@ -165,7 +165,7 @@ def test_test_forwards_every_argument_to_pytest_unchanged(tmp_path):
     venv_py = course.venv_python(tmp_path / "venv")
     assert (
         last
-        == f'+ {venv_py} -m pytest -n auto --dist loadscope --quick -m "not browser" tests/x.py'
+        == f'+ {venv_py} -m tools.command pytest -n auto --dist loadscope --quick -m "not browser" tests/x.py'
     )
 
 
@@ -200,14 +200,13 @@ def test_the_examples_in_course_py_run():
     assert doctest.testmod(course).failed == 0
 
 
-def test_the_full_run_checks_the_notebooks_under_the_portable_kernels_in_a_simulated_colab(
-    tmp_path,
-):
+def test_the_full_run_checks_the_notebooks_in_a_simulated_colab(tmp_path):
+    """On the pinned code path: conftest.py's default (tools/code_paths.py)."""
     env = {**os.environ, "COURSE_VENV": str(tmp_path / "venv"), "CHROMIUM": "/bin/true"}
     out = _course("--dry-run", "test", "-x", env=env)
     assert out.returncode == 0, out.stderr
     last = out.stdout.strip().splitlines()[-1]
-    assert last.endswith("--dist loadscope --nbval-kernels=portable --nbval-colab -x"), last
+    assert last.endswith("--dist loadscope --nbval-colab -x"), last
     mine = _course("--dry-run", "test", "--nbval-kernels=native", env=env)
     last = mine.stdout.strip().splitlines()[-1]
     assert last.endswith("loadscope --nbval-colab --nbval-kernels=native"), last

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import socket
 from pathlib import Path
@@ -54,6 +55,12 @@ def test_the_url_carries_the_token_and_the_chapter(tmp_path: Path) -> None:
     cmd = server.command()
     assert "--ServerApp.port=8999" in cmd and "--ServerApp.port_retries=0" in cmd
     assert "--ServerApp.ip=127.0.0.1" in cmd and "--no-browser" in cmd
+
+
+def test_a_server_for_the_tests_starts_its_kernels_on_a_code_path(tmp_path: Path) -> None:
+    assert lab.LabServer(tmp_path, 8999, code_path="pinned").env()["OMP_NUM_THREADS"] == "1"
+    learner = lab.LabServer(tmp_path, 8999).env()  # ./course lab: this machine's own kernels
+    assert learner.get("OMP_NUM_THREADS") == os.environ.get("OMP_NUM_THREADS")
 
 
 def test_test_settings_are_written_where_jupyterlab_reads_them(tmp_path: Path) -> None:

@@ -3,6 +3,7 @@ browser or lab; the full run keeps them (conftest.py)."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -43,19 +44,26 @@ def test_the_browser_tests_and_the_portability_re_run_are_split_into_units_both_
     assert work_unit("tests/test_gpt.py::test_x") is None  # its module, as loadscope does
 
 
-def test_portable_notebook_kernels_get_the_capability_and_nothing_else_does(monkeypatch):
+def test_notebook_kernels_start_on_the_code_path_and_nothing_else_does(monkeypatch):
     import nbval.kernel
+
+    from tools import code_paths
 
     seen = {}
     monkeypatch.setattr(nbval.kernel, "start_new_kernel", lambda **kw: seen.update(kw))
-    root_conftest().portable_notebook_kernels()
+    monkeypatch.setenv("MKL_CBWR", "AVX512")  # the caller's setting does not leak in
+    root_conftest().notebook_kernels_on(code_paths.PINNED)
     nbval.kernel.start_new_kernel(kernel_name="python3", cwd="/tmp")
-    assert seen["env"]["ATEN_CPU_CAPABILITY"] == "default" and seen["cwd"] == "/tmp"
+    want = {k: v for k, v in code_paths.path_env(code_paths.PINNED).items() if v is not None}
+    assert {k: seen["env"].get(k) for k in code_paths.KNOBS if k in seen["env"]} == want
+    assert seen["env"]["COURSE_DEVICE"] == "cpu" and seen["cwd"] == "/tmp"
+    assert seen["env"]["OMP_NUM_THREADS"] == "1"
+    assert os.environ["MKL_CBWR"] == "AVX512"  # this process keeps its own
 
 
-def test_with_portable_notebook_kernels_the_portability_re_run_keeps_only_the_unit_tests():
+def test_with_alternate_notebook_kernels_the_portability_re_run_keeps_only_the_unit_tests():
     run = subprocess.run(
-        [sys.executable, "-m", "pytest", "--co", "-q", "--nbval-kernels=portable",
+        [sys.executable, "-m", "pytest", "--co", "-q", "--nbval-kernels=alternate",
          "tests/test_portability.py"],
         cwd=ROOT, capture_output=True, text=True, timeout=120,
     )  # fmt: skip

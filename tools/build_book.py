@@ -122,6 +122,43 @@ PACKAGES += (
     ),
 )
 
+# Fonts for the glyphs the pages use that a system's fonts may lack (the checkers' verdict
+# marks, arrows, dingbats): tools/pdf.py adds them last to every element's font list when it
+# prints course.pdf. OFL-1.1; only the regular weight's woff2 files and their @font-face CSS.
+PACKAGES += tuple(
+    Package(
+        name,
+        version,
+        integrity,
+        f"fonts/{name.split('/')[1]}",
+        ("LICENSE", "400.css", "files/*-400-normal.woff2"),
+    )
+    for name, version, integrity in (
+        (
+            "@fontsource/noto-emoji",
+            "5.3.2",
+            "sha512-N9CSzXJB04AVWYvFbuBgL2Dq964Zo91th/uOu/QLSuWBYuL9FWXGcEo6ZNwc/IJ7vmpm8KHaIKD7jF8pYm4taw==",
+        ),
+        (
+            "@fontsource/noto-sans-symbols-2",
+            "5.3.0",
+            "sha512-hFnEnIXOIgLLJ61SO9icRXKoS+LSWoq7ZqKJQ/NaQR7ptdC6+7yW4ci6EuXgsS1S9JmWpciX6w0AFZkU1DKn1A==",
+        ),
+        # chapter 7's tokeniser examples in Chinese and Korean; the browser loads only the
+        # subsets (unicode-range) a page uses
+        (
+            "@fontsource/noto-sans-sc",
+            "5.3.0",
+            "sha512-HeqIlGm0+ohOKxZLuHj1qW6r6avHH0OWdKERAcSDI0RQ+MXrteuLKA+M+5eOA8rYy0MFvOR5AT0fQo2rUkye0Q==",
+        ),
+        (
+            "@fontsource/noto-sans-kr",
+            "5.3.0",
+            "sha512-/JnpTjaCOXW7xUoqOyCVYSr05VOkDy5Yla9O+WAEiS7u+yYLsmHoqj6v1W0bf91G8G3XA2+NnRS3CX2Tf/FVZg==",
+        ),
+    )
+)
+
 # axe-core, the accessibility rules engine that tests/test_book.py runs on every page. Only the
 # tests use it (injected by Playwright), so it is unpacked beside the site, not into it.
 AXE = Package(
@@ -210,7 +247,7 @@ def fetch(pkg: Package) -> bytes:
 def unpack(pkg: Package) -> None:
     """Unpack the kept files of ``pkg`` into ``_vendor/<dest>`` unless that version is there."""
     dest = pkg.root / pkg.dest
-    stamp = ASSETS / f"{pkg.dest}.unpacked"
+    stamp = ASSETS / f"{pkg.dest.replace('/', '__')}.unpacked"
     want = "\n".join((pkg.integrity, *pkg.keep))
     if dest.is_dir() and stamp.exists() and stamp.read_text() == want:
         return
@@ -264,8 +301,9 @@ def write_quiz_pages() -> list[Path]:
 
     titles = {}
     for nb in sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")):
-        first = _json.loads(nb.read_text(encoding="utf-8"))["cells"][0]["source"]
-        heading = "".join(first).splitlines()[0].lstrip("# ").strip()
+        cells = _json.loads(nb.read_text(encoding="utf-8"))["cells"]
+        first = next(c for c in cells if c["cell_type"] == "markdown")  # not the Colab cell
+        heading = "".join(first["source"]).splitlines()[0].lstrip("# ").strip()
         titles[nb.stem] = heading
     return quiz.write_pages(BOOK / "quizzes", titles)
 
@@ -406,11 +444,22 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     print(f"built {_rel(HTML / 'index.html')} in {seconds:.0f} s (offline, strict={args.strict})")
     if args.pdf:
-        from tools.pdf import build_pdf
-
-        out, pages, pdf_seconds = build_pdf(HTML)
-        print(f"built {_rel(out)}: {pages} pages in {pdf_seconds:.0f} s")
+        print_pdf()
     return 0
+
+
+def print_pdf(html: Path = HTML) -> Path | None:
+    """course.pdf from the built site (tools/pdf.py); where there is no browser to print it
+    with, one line saying how to get one (the website stays built), and None."""
+    from tools.pdf import PdfUnavailable, build_pdf
+
+    try:
+        out, pages, seconds = build_pdf(html)
+    except PdfUnavailable as exc:
+        print(f"note: the website is built, course.pdf is not: {exc}")
+        return None
+    print(f"built {_rel(out)}: {pages} pages in {seconds:.0f} s")
+    return out
 
 
 if __name__ == "__main__":

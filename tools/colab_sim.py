@@ -249,7 +249,9 @@ def run_chapter(chapter: str, colab: Colab, *, timeout: int = 900) -> Result:
 
     nb = nbformat.read(NOTEBOOKS / f"{chapter}.ipynb", as_version=4)
     sources = [c.source for c in nb.cells if c.cell_type == "code"]
-    rt = colab.runtime()
+    from tools.execute_notebooks import kernel_env
+
+    rt = colab.runtime(kernel_env())  # on the pinned CPU code path, as nbval runs it
     run_nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(s) for s in sources])
     client = NotebookClient(
         run_nb,

@@ -89,12 +89,14 @@ class LabServer:
         browser: bool = False,
         extra: list[str] | None = None,
         log: Path | None = None,
+        code_path: str | None = None,
     ) -> None:
         self.root = Path(root)
         self.port = free_port() if port is None else port
         self.token = secrets.token_hex(24)
         self.state, self.settings, self.browser = state, settings, browser
         self.extra, self.log = list(extra or []), log
+        self.code_path = code_path  # the kernels' CPU code path (tools/code_paths.py); None: native
         self.proc: subprocess.Popen | None = None
 
     @property
@@ -156,6 +158,10 @@ class LabServer:
 
     def env(self) -> dict[str, str]:
         env = dict(os.environ)
+        if self.code_path is not None:  # the kernels inherit it
+            from tools import code_paths
+
+            env = code_paths.apply(env, self.code_path)
         if self.state is not None:  # the user's Jupyter config, data and runtime stay untouched
             for key, sub in (("JUPYTER_CONFIG_DIR", "config"), ("JUPYTER_RUNTIME_DIR", "runtime")):
                 (self.state / sub).mkdir(parents=True, exist_ok=True)
@@ -174,7 +180,10 @@ class LabServer:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
-                raise RuntimeError(f"jupyter lab exited with status {self.proc.returncode}")
+                raise RuntimeError(
+                    f"JupyterLab did not start (jupyter lab exited with status "
+                    f"{self.proc.returncode})"
+                )
             try:
                 with urllib.request.urlopen(
                     f"{self.base}/api/status?token={self.token}", timeout=2
@@ -214,8 +223,16 @@ class PortTaken(RuntimeError):
 
 
 def chapter_path(name: str) -> str:
-    """``07_bpe`` (or a path to it) as the notebook path JupyterLab opens."""
+    """``07_bpe`` (or a path to it, or a chapter number such as ``07`` or ``7``) as the notebook
+    path JupyterLab opens; a number opens the chapter's first notebook (part 1 of a split one).
+
+    >>> chapter_path("5")
+    'notebooks/05_transformer_block.ipynb'
+    """
     stem = Path(name).name.removesuffix(".py").removesuffix(".ipynb")
+    if stem.isdigit():
+        parts = sorted((ROOT / "notebooks").glob(f"{int(stem):02d}_*.ipynb"))
+        stem = parts[0].stem if parts else stem
     path = ROOT / "notebooks" / f"{stem}.ipynb"
     if not path.is_file():
         known = ", ".join(p.stem for p in sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")))
@@ -240,6 +257,9 @@ def main(argv: list[str] | None = None) -> int:
         server.start()
     except PortTaken as err:
         print(f"error: {err}", file=sys.stderr)
+        return 1
+    except RuntimeError as err:  # jupyter lab itself did not start: its messages are above
+        print(f"error: {err}; ./course doctor checks the environment", file=sys.stderr)
         return 1
     url = server.url(path)
     print(f"\nJupyterLab is running. Open this address in your browser:\n\n    {url}\n")

@@ -2,7 +2,7 @@
 
     python -m tools.pdf                      # book/_build/html -> book/_build/html/course.pdf
 
-Each page of the course (the introduction, how to use it, the thirteen chapters in order, the
+Each page of the course (the introduction, how to use it, every chapter's notebook in order, the
 notation, errata and references; not the lecturers' pages, the quizzes or the status page) is
 opened from ``file://`` in the same headless Chromium the browser tests drive, its math typeset
 by the site's own MathJax, and printed with the theme's print style (no sidebars); the pages are
@@ -25,6 +25,33 @@ ROOT = Path(__file__).resolve().parent.parent
 HTML = ROOT / "book" / "_build" / "html"
 PDF_NAME = "course.pdf"
 SKIP = ("book/lecturers/", "book/quizzes/", "book/status")
+#: how to get the browser that prints the PDF (one line)
+BROWSER_HINT = (
+    "install Chromium (Debian/Ubuntu, as root: `apt-get install chromium`; elsewhere "
+    "`python -m playwright install chromium`) or set CHROMIUM=/path/to/chrome"
+)
+
+
+class PdfUnavailable(RuntimeError):
+    """No browser to print with: the message says, in one line, what is missing and how to get
+    it (./course book then builds the website without the PDF)."""
+
+
+def launch_browser(p):
+    """The Chromium :func:`course_lib.doctor.find_chromium` finds, started headless by
+    Playwright ``p``; :class:`PdfUnavailable` where there is none or it does not start."""
+    from course_lib.doctor import find_chromium
+
+    path = find_chromium()
+    if path is None:
+        raise PdfUnavailable(f"no Chromium to print course.pdf with: {BROWSER_HINT}")
+    try:
+        return p.chromium.launch(
+            executable_path=path, args=["--headless", "--no-sandbox", "--disable-gpu"]
+        )
+    except Exception as exc:  # playwright's Error: a missing or broken executable
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise PdfUnavailable(f"Chromium ({path}) did not start ({first}): {BROWSER_HINT}") from exc
 
 
 def pages_in_order(toc_file: Path = ROOT / "book" / "_toc.yml") -> list[str]:
@@ -43,10 +70,71 @@ def pages_in_order(toc_file: Path = ROOT / "book" / "_toc.yml") -> list[str]:
     return [f for f in files if not f.startswith(SKIP)]
 
 
-# Solutions are left out of the print (the theme would print a folded dropdown open).
-PRINT_CSS = (
-    "@media print { .solution.admonition, .cell.tag_solution { display: none !important; } }"
+# Solutions are left out of the print (the theme would print a folded dropdown open). Code and
+# text outputs wrap at the page's edge instead of running off it (a long line continues on the
+# next one, broken at a space where there is one), and no box keeps a scroll bar in print.
+PRINT_CSS = """
+@media print {
+  .solution.admonition, .cell.tag_solution { display: none !important; }
+  pre, pre code, code, kbd, samp, .highlight pre, .output pre, .cell_output pre {
+    white-space: pre-wrap !important;
+    overflow-wrap: anywhere !important;
+    word-break: normal !important;
+  }
+  pre, .highlight, div.highlight, .cell_input, .cell_output, .output, .output_area,
+  .table-wrapper, .pst-scrollable-table-container, .bd-article-container, .docutils.container {
+    overflow: visible !important;
+    max-width: 100% !important;
+  }
+  img, svg, video, canvas { max-width: 100% !important; height: auto; }
+}
+"""
+#: the printable width of an A4 page less the side margins (14 mm each), in CSS pixels: the
+#: viewport the pages are laid out in before printing, so that what overflows can be measured
+PRINT_WIDTH = round((210 - 2 * 14) / 25.4 * 96)
+
+#: A font for every glyph the pages use that the system's fonts may lack (the checkers' ✅ and
+#: ❌, arrows, dingbats, chapter 7's Chinese and Korean): Noto Sans Symbols 2, Noto Emoji, Noto
+#: Sans SC and KR
+#: (OFL-1.1), from their pinned npm
+#: packages, served with the site (tools/build_book.py, ``_vendor/fonts``) and added last to
+#: every element's font list, so they are used only for what the page's own fonts lack.
+FALLBACK_FONTS = ('"Noto Sans Symbols 2"', '"Noto Emoji"', '"Noto Sans SC"', '"Noto Sans KR"')
+FONT_CSS = tuple(
+    f"fonts/{name}/400.css"
+    for name in ("noto-sans-symbols-2", "noto-emoji", "noto-sans-sc", "noto-sans-kr")
 )
+
+#: In the print layout: every element's font list ends with the fallback fonts; whatever still
+#: overflows its box (a wide table, display math, a widget) is shrunk to fit; returns how many.
+FIT_FOR_PRINT = """(fallback) => {
+  for (const el of document.querySelectorAll('body, body *')) {
+    const family = getComputedStyle(el).fontFamily;
+    if (family && !family.includes(fallback[0])) {
+      el.style.fontFamily = family + ', ' + fallback.join(', ');
+    }
+  }
+  const limit = document.documentElement.clientWidth;
+  let shrunk = 0;
+  for (const el of document.querySelectorAll('body *')) {
+    if (el.closest('[data-course-shrunk]')) continue;
+    const style = getComputedStyle(el);
+    const rect = el.getBoundingClientRect();
+    if (rect.width === 0 || style.position === 'fixed') continue;
+    const clips = style.overflowX !== 'visible' && el.scrollWidth > el.clientWidth + 1;
+    const offPage = rect.right > limit + 1 && rect.left < limit;
+    if (!clips && !offPage) continue;
+    const room = clips ? el.clientWidth : Math.max(limit - rect.left, 1);
+    const need = clips ? el.scrollWidth : rect.width;
+    const scale = Math.max(0.3, room / need);
+    if (scale < 0.999) {
+      el.style.zoom = scale;
+      el.setAttribute('data-course-shrunk', scale.toFixed(2));
+      shrunk += 1;
+    }
+  }
+  return shrunk;
+}"""
 
 WAIT_FOR_PAGE = """async () => {
   if (window.MathJax && MathJax.startup && MathJax.startup.promise) {
@@ -57,13 +145,18 @@ WAIT_FOR_PAGE = """async () => {
 }"""
 
 
-def build_pdf(html_dir: Path = HTML, out: Path | None = None) -> tuple[Path, int, float]:
-    """Print every page and join them; return (the PDF, its page count, seconds taken)."""
+def build_pdf(
+    html_dir: Path = HTML, out: Path | None = None, only: list[str] | None = None
+) -> tuple[Path, int, float]:
+    """Print every page (or those of ``only``) and join them; return (the PDF, its page count,
+    seconds taken)."""
     from playwright.sync_api import sync_playwright
     from pypdf import PdfReader, PdfWriter
 
     from course_lib.doctor import find_chromium
 
+    if find_chromium() is None:  # say so before anything else
+        raise PdfUnavailable(f"no Chromium to print course.pdf with: {BROWSER_HINT}")
     start = time.perf_counter()
     out = out or html_dir / PDF_NAME
     missing = [p for p in pages_in_order() if not (html_dir / f"{p}.html").is_file()]
@@ -71,21 +164,15 @@ def build_pdf(html_dir: Path = HTML, out: Path | None = None) -> tuple[Path, int
         raise SystemExit(f"error: build the website first (./course book): missing {missing[:3]}")
     writer = PdfWriter()
     with tempfile.TemporaryDirectory() as tmp, sync_playwright() as p:
-        path = find_chromium()
-        browser = (
-            p.chromium.launch(
-                executable_path=path, args=["--headless", "--no-sandbox", "--disable-gpu"]
-            )
-            if path
-            else p.chromium.launch()
-        )
-        page = browser.new_page()
+        browser = launch_browser(p)
+        page = browser.new_page(viewport={"width": PRINT_WIDTH, "height": 1100})
+        fonts = [html_dir / "_vendor" / f for f in FONT_CSS]
         # no request leaves the machine: the site is self-contained
         page.route(
             "**/*",
             lambda r: r.continue_() if r.request.url.startswith(("file:", "data:")) else r.abort(),
         )
-        for i, name in enumerate(pages_in_order()):
+        for i, name in enumerate(only or pages_in_order()):
             page.goto((html_dir / f"{name}.html").as_uri(), wait_until="load", timeout=120_000)
             errors = page.evaluate(WAIT_FOR_PAGE)
             if errors:
@@ -93,7 +180,12 @@ def build_pdf(html_dir: Path = HTML, out: Path | None = None) -> tuple[Path, int
             title = page.title().split("—")[0].split(" | ")[0].strip()
             part = Path(tmp) / f"{i:02d}.pdf"
             page.add_style_tag(content=PRINT_CSS)
+            for css in fonts:
+                if css.is_file():
+                    page.add_style_tag(url=css.as_uri())
             page.emulate_media(media="print")
+            page.evaluate(FIT_FOR_PRINT, list(FALLBACK_FONTS))
+            page.evaluate("document.fonts.ready.then(() => true)")
             page.pdf(
                 path=str(part),
                 format="A4",
@@ -119,8 +211,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--html", type=Path, default=HTML, help="the built website")
     parser.add_argument("--out", type=Path, help=f"the PDF (default: HTML/{PDF_NAME})")
+    parser.add_argument("--page", action="append", help="only this page (e.g. notebooks/07_bpe)")
     args = parser.parse_args(argv)
-    out, pages, seconds = build_pdf(args.html, args.out)
+    try:
+        out, pages, seconds = build_pdf(args.html, args.out, args.page)
+    except PdfUnavailable as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
     print(f"wrote {out} ({pages} pages, {out.stat().st_size / 2**20:.1f} MiB) in {seconds:.0f} s")
     return 0
 

@@ -224,7 +224,10 @@ def main(argv: list[str] | None = None) -> int:
         "--write", action="store_true", help="(re)write every notebook's Colab set-up cell"
     )
     args = parser.parse_args(argv)
-    where = published()
+    try:
+        where = published()
+    except (ValueError, KeyError) as exc:  # no or a malformed [tool.course] in pyproject.toml
+        parser.error(f"{exc} (see the README, 'Publishing the course and forks')")
     print(f"published at {where.repository} ({where.ref}), version {where.version}")
     if args.write:
         for src in sorted(NOTEBOOKS.glob("[0-9][0-9]_*.py")):
