@@ -29,7 +29,8 @@ collect_ignore_glob = ["notebooks/*.py", "book/*", ".venv/*"]
 PORTABILITY_NOTEBOOKS = {
     "08_gpt.ipynb": 44,
     "10_feedback_distillation.ipynb": 41,
-    "09_bert.ipynb": 41,
+    "09_bert.ipynb": 15,
+    "09_bert_training.ipynb": 30,
     "13_peft.ipynb": 36,
     "11_long_sequences.ipynb": 22,
     "05_transformer_block.ipynb": 6,
