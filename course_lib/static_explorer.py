@@ -64,6 +64,7 @@ CHAPTERS = {
     "06_positional_encodings": "course_lib.positions.explorer",
     "07_bpe": "course_lib.bpe.explorer",
     "08_gpt": "course_lib.gpt.explorer",
+    "08_gpt_practice": "course_lib.gpt.explorer_practice",
     "09_bert": "course_lib.bert.masking_explorer",
     "09_bert_training": "course_lib.bert.explorer",
     "10_feedback_distillation": "course_lib.feedback.explorer",

@@ -182,10 +182,7 @@ def test_every_cell_is_the_kind_it_should_be(src):
 
 
 #: Chapters that still print solution commentary after {solution-end} (remove each when fixed).
-AFTER_SOLUTION_PENDING = {
-    "08_gpt",
-    "11_long_sequences",
-}
+AFTER_SOLUTION_PENDING: set[str] = set()
 
 
 @pytest.mark.parametrize(
