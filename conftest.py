@@ -34,6 +34,7 @@ PORTABILITY_NOTEBOOKS = {
     "09_bert.ipynb": 15,
     "09_bert_training.ipynb": 30,
     "13_peft.ipynb": 36,
+    "13_peft_prompts.ipynb": 30,
     "11_long_sequences.ipynb": 22,
     "05_transformer_block.ipynb": 6,
     "05_transformer_block_stacks.ipynb": 15,
