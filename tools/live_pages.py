@@ -1,0 +1,265 @@
+"""Put the live views ("Type your own text") on the chapter pages of a built website.
+
+    python -m tools.live_pages            # post-process book/_build/html (after a build)
+
+``tools/build_book.py`` runs this after ``jupyter-book build`` and the explorers. Where an
+explorer shows outputs computed at build time, a live view runs the course's own trained model
+in the reader's browser on whatever the reader types: :mod:`course_lib.gpt.live` exports the
+checkpoint in ``data/`` (whatever is there at build time, so a retrained model drops in) as one
+ONNX file into ``_live/``, ``onnxruntime-web`` (a pinned npm package, ``tools/build_book.py``)
+runs it, and ``tools/live/live.js`` draws it. Each view is a section of its own, placed just
+before the chapter's "Exercises" section, between ``<!-- course-live:KEY -->`` markers (a second
+run replaces it). It fails, naming the chapter, if the page or its "Exercises" section is
+missing, or if onnxruntime-web was not unpacked.
+"""
+
+from __future__ import annotations
+
+import argparse
+import html
+import re
+import shutil
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+HTML = ROOT / "book" / "_build" / "html"
+SCRIPT = Path(__file__).resolve().parent / "live" / "live.js"
+ORT = "_vendor/onnxruntime-web/dist"
+#: The files of onnxruntime-web the views load (the Emscripten module is also served as .js,
+#: so that a server that does not know .mjs still serves it as JavaScript).
+ORT_FILES = ("ort.wasm.min.js", "ort-wasm-simd-threaded.mjs", "ort-wasm-simd-threaded.wasm")
+EXERCISES = re.compile(r'<section id="exercises">')
+
+
+class LivePageError(ValueError):
+    """A chapter page where the live view cannot be placed (named in the message)."""
+
+
+@dataclass(frozen=True)
+class LiveView:
+    """One chapter's live view: its key, the model files it writes, its HTML."""
+
+    chapter: str
+    key: str
+    models: Callable[[Path], list[Path]]  # writes the model files into a folder
+    body: Callable[[list[str]], str]  # the view's controls, given the models' page-relative URLs
+
+
+def _gpt_models(folder: Path) -> list[Path]:
+    from course_lib.gpt.live import export
+    from course_lib.gpt.pretrained import load_pretrained
+
+    model, tok = load_pretrained()
+    return [export(model, tok, folder / "gpt_shakespeare_char.onnx", name="shakespeare_char")]
+
+
+def _gpt_body(urls: list[str]) -> str:
+    k = "course-live-gpt"
+    return f"""\
+<p>The model of section 8.4, trained on Shakespeare, running in this page on what you type:
+nothing is sent anywhere. The page runs the file <code>course_lib.gpt.live.export</code> wrote
+from the checkpoint in <code>data/gpt/</code>, with <code>onnxruntime-web</code>; the numbers are
+PyTorch's to within 1e-4.</p>
+<p class="course-live-model"></p>
+<div class="course-live-row">
+  <label for="{k}-text">Your text (the model knows the characters of Shakespeare's plays)</label>
+  <textarea id="{k}-text" class="course-live-text" rows="3" spellcheck="false">ROMEO:
+But soft, what light through yonder window</textarea>
+</div>
+<p class="course-live-status" role="status" aria-live="polite">Loading the model…</p>
+<h3 id="{k}-next-title">What comes next</h3>
+<div class="course-live-next" aria-labelledby="{k}-next-title"></div>
+<h3 id="{k}-attn-title">Where each head looks</h3>
+<div class="course-live-row">
+  <label for="{k}-position">Position whose attention is shown</label>
+  <input id="{k}-position" class="course-live-position" type="range" min="1" max="1" value="1">
+  <output class="course-live-position-value" for="{k}-position"></output>
+</div>
+<p class="course-live-note">Every head of every layer: how much weight the chosen position gives
+each earlier character (the bar under it; hover for the number).</p>
+<div class="course-live-attention" aria-labelledby="{k}-attn-title"></div>
+<h3>Generate</h3>
+<div class="course-live-controls">
+  <label>temperature (0: greedy)
+    <input class="course-live-temperature" type="number" min="0" max="5" step="0.1" value="0.8">
+  </label>
+  <label>top-k (0: off)
+    <input class="course-live-topk" type="number" min="0" step="1" value="0"></label>
+  <label>top-p (1: off)
+    <input class="course-live-topp" type="number" min="0.01" max="1" step="0.05" value="0.9">
+  </label>
+  <label>characters <input class="course-live-length" type="number" min="1" max="1000"
+    step="1" value="200"></label>
+  <label>seed <input class="course-live-seed" type="number" min="0" step="1" value="0"></label>
+  <button type="button" class="course-live-generate">Generate</button>
+</div>
+<pre class="course-live-generated" aria-live="polite" tabindex="0"
+  aria-label="Generated text"></pre>
+<h3>Bring your own model</h3>
+<p>A model you trained in the notebook opens here too: write it with
+<code>course_lib.gpt.live.export(model, tokenizer, "my_gpt.onnx")</code> and open the file. It
+is read by this browser and goes nowhere.</p>
+<div class="course-live-controls">
+  <label>Open your own model (.onnx)
+    <input class="course-live-file" type="file" accept=".onnx"></label>
+  <button type="button" class="course-live-reset" hidden>Back to the course's model</button>
+</div>"""
+
+
+VIEWS = {
+    "08_gpt": LiveView("08_gpt", "gpt", _gpt_models, _gpt_body),
+}
+TITLES = {"gpt": "Type your own text: the chapter's GPT, live"}
+
+CSS = """\
+.course-live { border: 1px solid var(--pst-color-border, #ccc); border-radius: 6px;
+  padding: 0.8em 1em; margin: 1.5em 0; }
+.course-live textarea { width: 100%; font-family: var(--pst-font-family-monospace, monospace);
+  color: var(--pst-color-text-base, #222); background: var(--pst-color-surface, #fff);
+  border: 1px solid var(--pst-color-border, #999); border-radius: 4px; padding: 0.4em; }
+.course-live input, .course-live button { color: var(--pst-color-text-base, #222);
+  background: var(--pst-color-surface, #fff); border: 1px solid var(--pst-color-border, #999);
+  border-radius: 4px; }
+.course-live input[type=number] { width: 5em; }
+.course-live-row { margin: 0.4em 0; }
+.course-live-row label { display: block; font-weight: 600; }
+.course-live-controls { display: flex; flex-wrap: wrap; gap: 0.6em 1.2em; align-items: end;
+  margin: 0.4em 0; }
+.course-live-status, .course-live-note, .course-live-model { font-size: 0.9em;
+  color: var(--pst-color-text-muted, #555); }
+.course-live-table { border-collapse: collapse; font-size: 0.9em; }
+.course-live-table caption { caption-side: top; text-align: left;
+  color: var(--pst-color-text-muted, #555); }
+.course-live-table td, .course-live-table th { padding: 0.1em 0.6em; }
+.course-live-table td:nth-child(3) { width: 12em; }
+.course-live-num { text-align: right; font-variant-numeric: tabular-nums; }
+.course-live-token, .course-live-cells, .course-live-generated {
+  font-family: var(--pst-font-family-monospace, monospace); }
+.course-live-bar { display: inline-block; height: 0.8em; min-width: 1px;
+  background: var(--pst-color-primary, #1a6fb0); }
+.course-live-heads { display: grid; gap: 2px; }
+.course-live-head { display: flex; gap: 0.6em; align-items: end; }
+.course-live-label { flex: 0 0 4.5em; font-size: 0.8em; color: var(--pst-color-text-muted, #555); }
+.course-live-cells { white-space: pre; overflow-x: auto; }
+.course-live-cell { display: inline-block; min-width: 0.6em; text-align: center;
+  padding-bottom: 12px; background: linear-gradient(to top,
+  var(--pst-color-primary, #1a6fb0) calc(var(--w) * 10px), transparent 0); }
+.course-live-generated { white-space: pre-wrap; min-height: 3em; }
+"""
+
+
+def view_html(view: LiveView, urls: list[str]) -> str:
+    """The section for ``view`` (its script tags included)."""
+    key = f"course-live-{view.key}"
+    models = html.escape(urls[0])
+    return f"""\
+<section class="course-live" id="{key}" data-kind="{view.key}" data-model="{models}"
+  data-state="loading" aria-labelledby="{key}-title">
+<style>{CSS}</style>
+<h2 id="{key}-title">{html.escape(TITLES[view.key])}</h2>
+{view.body(urls)}
+<noscript><p>The live view needs JavaScript.</p></noscript>
+<script src="../{ORT}/ort.wasm.min.js"></script>
+<script src="../_live/live.js"></script>
+</section>"""
+
+
+def marker(key: str) -> tuple[str, str]:
+    return f"<!-- course-live:{key} -->", f"<!-- /course-live:{key} -->"
+
+
+def place(page: str, chapter: str, key: str, fragment: str) -> str:
+    """``page`` with ``fragment`` just before its "Exercises" section (or in place of the one an
+    earlier run put there); raises :class:`LivePageError` naming ``chapter`` if it cannot."""
+    begin, end = marker(key)
+    wrapped = f"{begin}\n{fragment}\n{end}\n"
+    if begin in page:
+        i, j = page.index(begin), page.index(end) + len(end) + 1
+        return page[:i] + wrapped + page[j:]
+    found = list(EXERCISES.finditer(page))
+    if len(found) != 1:
+        raise LivePageError(
+            f"{chapter}: expected one 'Exercises' section (<section id=\"exercises\">) to put "
+            f"the live view before, found {len(found)}"
+        )
+    i = found[0].start()
+    return page[:i] + wrapped + page[i:]
+
+
+def add_live_views(
+    html_dir: Path = HTML, chapters: list[str] | None = None, *, verbose: bool = False
+) -> dict[str, dict]:
+    """Export each chapter's model into ``_live/`` and place its view; returns what was added
+    (bytes of the model files and of the page's section, seconds)."""
+    import torch
+
+    missing = [f for f in ORT_FILES if not (html_dir / ORT / f).is_file()]
+    if missing:
+        raise LivePageError(
+            f"onnxruntime-web is not in {html_dir / ORT} ({missing}): build with "
+            "python -m tools.build_book, which unpacks it"
+        )
+    live = html_dir / "_live"
+    live.mkdir(exist_ok=True)
+    shutil.copyfile(SCRIPT, live / "live.js")
+    # the Emscripten module, as .js: dynamic import() needs a JavaScript MIME type
+    shutil.copyfile(
+        html_dir / ORT / "ort-wasm-simd-threaded.mjs", live / "ort-wasm-simd-threaded.js"
+    )
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    report = {}
+    try:
+        for chapter in chapters or list(VIEWS):
+            view = VIEWS[chapter]
+            path = html_dir / "notebooks" / f"{chapter}.html"
+            if not path.is_file():
+                raise LivePageError(f"{chapter}: no built page at {path}")
+            start = time.perf_counter()
+            files = view.models(live)
+            urls = [f"../_live/{f.name}" for f in files]
+            fragment = view_html(view, urls)
+            page = path.read_text(encoding="utf-8")
+            path.write_text(place(page, chapter, view.key, fragment), encoding="utf-8")
+            report[chapter] = {
+                "model_bytes": sum(f.stat().st_size for f in files),
+                "page_bytes": len(fragment.encode("utf-8")),
+                "seconds": time.perf_counter() - start,
+            }
+            if verbose:
+                r = report[chapter]
+                print(
+                    f"   live view {chapter}: model {r['model_bytes'] / 1e6:.1f} MB, section "
+                    f"{r['page_bytes'] / 1024:.0f} KiB, {r['seconds']:.1f} s",
+                    flush=True,
+                )
+    finally:
+        torch.set_num_threads(threads)
+    return report
+
+
+def site_bytes(html_dir: Path = HTML) -> int:
+    """Bytes the live views add to the site: ``_live/`` and onnxruntime-web."""
+    folders = [html_dir / "_live", html_dir / ORT]
+    return sum(f.stat().st_size for d in folders if d.is_dir() for f in d.rglob("*") if f.is_file())
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("chapters", nargs="*", help="only these chapters (default: all)")
+    args = parser.parse_args(argv)
+    try:
+        add_live_views(HTML, args.chapters or None, verbose=True)
+    except LivePageError as err:
+        print(f"error: {err}")
+        return 1
+    print(f"   live views: {site_bytes(HTML) / 1e6:.1f} MB in _live/ and {ORT}/")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
