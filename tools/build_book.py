@@ -454,6 +454,14 @@ def main(argv: list[str] | None = None) -> int:
     except explorer_pages.ExplorerPageError as err:
         print(f"error: {err}")
         return 1
+    from tools import live_pages
+
+    print("== live views: the course's models run in the page (tools/live_pages.py)", flush=True)
+    try:  # "Type your own text": chapters 7 to 9 run the course's models on the reader's text
+        live_pages.add_live_views(HTML, verbose=True)
+    except live_pages.LivePageError as err:
+        print(f"error: {err}")
+        return 1
     remote = remote_assets()
     for page, tags in remote.items():
         print(f"error: {page} loads from another host: {tags}")

@@ -72,7 +72,7 @@ But soft, what light through yonder window</textarea>
 </div>
 <p class="course-live-status" role="status" aria-live="polite">Loading the model…</p>
 <h3 id="{k}-next-title">What comes next</h3>
-<div class="course-live-next" aria-labelledby="{k}-next-title"></div>
+<div class="course-live-next"></div>
 <h3 id="{k}-attn-title">Where each head looks</h3>
 <div class="course-live-row">
   <label for="{k}-position">Position whose attention is shown</label>
@@ -81,7 +81,7 @@ But soft, what light through yonder window</textarea>
 </div>
 <p class="course-live-note">Every head of every layer: how much weight the chosen position gives
 each earlier character (the bar under it; hover for the number).</p>
-<div class="course-live-attention" aria-labelledby="{k}-attn-title"></div>
+<div class="course-live-attention"></div>
 <h3>Generate</h3>
 <div class="course-live-controls">
   <label>temperature (0: greedy)
@@ -172,9 +172,22 @@ def marker(key: str) -> tuple[str, str]:
     return f"<!-- course-live:{key} -->", f"<!-- /course-live:{key} -->"
 
 
-def place(page: str, chapter: str, key: str, fragment: str) -> str:
+def preload(urls: list[str]) -> str:
+    """The ``<link rel=preload>`` tags that start fetching the model and the WebAssembly while
+    the page is read (as live.js fetches them, so the browser reuses the response)."""
+    files = [*urls, f"../{ORT}/ort-wasm-simd-threaded.wasm"]
+    return "\n".join(
+        f'<link rel="preload" href="{html.escape(u)}" as="fetch" crossorigin="anonymous">'
+        for u in files
+    )
+
+
+def place(page: str, chapter: str, key: str, fragment: str, head: str = "") -> str:
     """``page`` with ``fragment`` just before its "Exercises" section (or in place of the one an
-    earlier run put there); raises :class:`LivePageError` naming ``chapter`` if it cannot."""
+    earlier run put there) and ``head`` at the end of its ``<head>``; raises
+    :class:`LivePageError` naming ``chapter`` if it cannot."""
+    if head:
+        page = _place_head(page, chapter, key, head)
     begin, end = marker(key)
     wrapped = f"{begin}\n{fragment}\n{end}\n"
     if begin in page:
@@ -188,6 +201,17 @@ def place(page: str, chapter: str, key: str, fragment: str) -> str:
         )
     i = found[0].start()
     return page[:i] + wrapped + page[i:]
+
+
+def _place_head(page: str, chapter: str, key: str, head: str) -> str:
+    begin, end = marker(key + "-head")
+    wrapped = f"{begin}\n{head}\n{end}\n"
+    if begin in page:
+        i, j = page.index(begin), page.index(end) + len(end) + 1
+        return page[:i] + wrapped + page[j:]
+    if page.count("</head>") != 1:
+        raise LivePageError(f"{chapter}: no single </head> in the page")
+    return page.replace("</head>", wrapped + "</head>", 1)
 
 
 def add_live_views(
@@ -224,7 +248,8 @@ def add_live_views(
             urls = [f"../_live/{f.name}" for f in files]
             fragment = view_html(view, urls)
             page = path.read_text(encoding="utf-8")
-            path.write_text(place(page, chapter, view.key, fragment), encoding="utf-8")
+            placed = place(page, chapter, view.key, fragment, head=preload(urls))
+            path.write_text(placed, encoding="utf-8")
             report[chapter] = {
                 "model_bytes": sum(f.stat().st_size for f in files),
                 "page_bytes": len(fragment.encode("utf-8")),

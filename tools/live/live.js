@@ -72,6 +72,7 @@
       if (!r.ok) throw new Error("could not load onnxruntime-web's WebAssembly (" + r.status + ")");
       return r.arrayBuffer();
     }).then(function (wasm) {
+      mark("wasm fetched");
       ort.env.wasm.numThreads = 1;  // threads need a cross-origin-isolated page
       ort.env.wasm.proxy = false;
       ort.env.wasm.wasmBinary = wasm;  // fetched here: no MIME type needed from the server
@@ -89,6 +90,7 @@
         executionProviders: ["wasm"], graphOptimizationLevel: "all"
       });
     }).then(function (session) {
+      mark("session");
       return { meta: meta, session: session, tokenizer: makeTokenizer(meta.tokenizer) };
     });
   }
@@ -253,12 +255,13 @@
     (api.timings[kind] = api.timings[kind] || []).push(ms);
   }
 
-  /** Run ``work`` for the latest request only: a request made while one runs waits for it, and
-      requests made meanwhile collapse into the newest. */
+  /** Run ``work`` one request at a time: requests made while it runs collapse into one run
+      after it, which keeps the oldest request's argument (its start time: a keystroke's
+      latency runs until the page shows its text or a later one). */
   function latest(work) {
     var running = false, pending = null;
     function go(arg) {
-      if (running) { pending = arg; return; }
+      if (running) { if (pending === null) pending = arg; return; }  // the oldest waiting
       running = true;
       Promise.resolve().then(function () { return work(arg); }).catch(function (err) {
         console.warn(err);
@@ -514,7 +517,10 @@
 
   var VIEWS = { gpt: gptView };
 
+  function mark(name) { (api.marks = api.marks || {})[name] = performance.now(); }
+
   function init(root) {
+    mark("init");
     var status = root.querySelector(".course-live-status");
     var kind = root.dataset.kind;
     if (!VIEWS[kind]) return;
@@ -537,7 +543,7 @@
     fetch(new URL(root.dataset.model, location.href).href).then(function (r) {
       if (!r.ok) throw new Error("could not load the model (" + r.status + ")");
       return r.arrayBuffer();
-    }).then(start).catch(function (err) {
+    }).then(function (bytes) { mark("model fetched"); return start(bytes); }).catch(function (err) {
       status.textContent = "The live view failed: " + err.message;
       root.dataset.state = "error";
     });

@@ -1,0 +1,203 @@
+"""The website's live views (tools/live_pages.py): the exported models equal PyTorch, and the
+pages, in a real browser, show what course_lib computes.
+
+The unit tests run the exported file with onnxruntime (Python); the browser tests visit each
+live page once on the built site (one visit per page: type a handful of texts, read the numbers
+the page shows, compare them with PyTorch), record the load time and each keystroke's update
+latency in ``tests/artifacts/live-<chapter>.json`` (reported, not asserted beyond a sanity
+bound: the machine is shared) and a screenshot beside it.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from tests.browser import Visit
+
+ARTIFACTS = Path(__file__).resolve().parent / "artifacts"
+TEXTS = (
+    "ROMEO:\nBut soft, what light",
+    "a",
+    "First Citizen:\nBefore we proceed any further, hear me speak.\n\nAll:\nSpeak, speak.\n",
+)
+
+
+@pytest.fixture(scope="module")
+def gpt():
+    from course_lib.gpt.pretrained import load_pretrained
+
+    torch.set_num_threads(1)
+    return load_pretrained()
+
+
+@pytest.fixture(scope="module")
+def gpt_file(gpt, tmp_path_factory):
+    from course_lib.gpt.live import export
+
+    model, tok = gpt
+    return export(model, tok, tmp_path_factory.mktemp("live") / "gpt.onnx")
+
+
+def test_gpt_export_equals_pytorch(gpt, gpt_file):
+    from course_lib.gpt.incontext import attention_maps
+    from course_lib.onnx_export import read_metadata, run
+
+    model, tok = gpt
+    for text in TEXTS:
+        ids = tok.encode(text)[-model.config.context_length :]
+        out = run(gpt_file, ids)
+        with torch.no_grad():
+            logits = model(torch.tensor([ids]))[0].numpy()
+            maps = torch.stack(attention_maps(model, torch.tensor([ids])), 1)[0].numpy()
+        assert out["logits"].shape == (1, len(ids), model.config.vocab_size)
+        assert np.abs(out["logits"][0] - logits).max() < 1e-4, text
+        assert np.abs(out["attention"] - maps).max() < 1e-5, text
+    meta = read_metadata(gpt_file)
+    assert meta["kind"] == "gpt" and meta["tokenizer"] == {"kind": "char", "chars": tok.chars}
+    assert meta["context_length"] == model.config.context_length
+    assert gpt_file.stat().st_size < model.count_parameters() * 2.2  # float16 weights
+
+
+def test_export_names_bad_input(gpt, tmp_path):
+    from course_lib.gpt.live import export
+    from course_lib.onnx_export import export_graph, read_metadata
+
+    model, tok = gpt
+    with pytest.raises(TypeError, match="course_lib.gpt.model.GPT"):
+        export(torch.nn.Linear(2, 2), tok, tmp_path / "x.onnx")
+    with pytest.raises(TypeError, match="CharTokenizer or BPETokenizer"):
+        export(model, "abc", tmp_path / "x.onnx")
+    with pytest.raises(ValueError, match=r"int64 token ids of shape \(1, L\)"):
+        export_graph(
+            model, torch.zeros(3), tmp_path / "x.onnx", outputs=("y",), dynamic={}, metadata={}
+        )
+    bare = tmp_path / "bare.onnx"
+    export_graph(model, torch.tensor([[1, 2]]), bare, outputs=("y",), dynamic={}, metadata={})
+    with pytest.raises(ValueError, match="no 'course' metadata"):
+        read_metadata(bare.read_bytes().replace(b"course", b"xourse"))
+
+
+def test_place_puts_the_view_before_the_exercises_once():
+    from tools.live_pages import LivePageError, place
+
+    page = '<main><section id="a">A</section><section id="exercises">E</section></main>'
+    once = place(page, "08_gpt", "gpt", "<p>live</p>")
+    assert once.index("<p>live</p>") < once.index('id="exercises"')
+    assert place(once, "08_gpt", "gpt", "<p>new</p>").count("course-live:gpt -->") == 2
+    assert "<p>live</p>" not in place(once, "08_gpt", "gpt", "<p>new</p>")
+    with pytest.raises(LivePageError, match="08_gpt: expected one 'Exercises' section"):
+        place("<main></main>", "08_gpt", "gpt", "<p>live</p>")
+
+
+# -- in a browser ------------------------------------------------------------------------------
+
+
+def _percentiles(ms: list[float]) -> dict[str, float]:
+    a = np.asarray(ms, dtype=float)
+    return {f"p{q}": round(float(np.percentile(a, q)), 1) for q in (50, 95)} | {"n": len(ms)}
+
+
+def _wait_update(pg, root: str, before: int) -> None:
+    pg.wait_for_function(
+        f"() => +(document.querySelector('{root}').dataset.updates || 0) > {before}",
+        timeout=30_000,
+    )
+
+
+def _updates(pg, root: str) -> int:
+    return int(pg.locator(root).get_attribute("data-updates") or 0)
+
+
+@pytest.mark.browser
+def test_gpt_page_runs_the_model_live(browser, site_url, gpt):
+    """Chapter 8's page: the next character's logits and every head's attention equal
+    PyTorch's for typed texts; greedy generation equals course_lib's; load and keystroke
+    latency recorded."""
+    from course_lib.gpt.incontext import attention_maps
+    from course_lib.gpt.sampling import generate
+
+    model, tok = gpt
+    root = "#course-live-gpt"
+    record: dict = {"chapter": "08_gpt", "texts": []}
+    with Visit(browser, site_url + "notebooks/08_gpt.html") as visit:
+        pg = visit.page
+        opened = time.perf_counter()
+        pg.wait_for_selector(f"{root}[data-updates]", timeout=60_000)
+        record["first_result_ms"] = round(
+            pg.evaluate(f"() => window.courseLive.views['{root[1:]}'].first"), 1
+        )
+        record["marks_ms"] = pg.evaluate("() => window.courseLive.marks")
+        record["wait_after_load_s"] = round(time.perf_counter() - opened, 2)
+        box = pg.locator(f"{root} .course-live-text")
+        for text in TEXTS:
+            before = _updates(pg, root)
+            box.fill(text)
+            _wait_update(pg, root, before)
+            shown = json.loads(pg.locator(f"{root} .course-live-next").get_attribute("data-logits"))
+            page_ids = json.loads(pg.locator(root).get_attribute("data-ids"))
+            weights = json.loads(
+                pg.locator(f"{root} .course-live-attention").get_attribute("data-weights")
+            )
+            ids = tok.encode(text)[-model.config.context_length :]
+            with torch.no_grad():
+                logits = model(torch.tensor([ids]))[0, -1].numpy()
+                maps = torch.stack(attention_maps(model, torch.tensor([ids])), 1)[0, :, :, -1]
+            maps = maps.reshape(-1, len(ids)).numpy()  # (layers * heads, L): the last position
+            record["texts"].append(
+                {
+                    "text": text,
+                    "same_ids": page_ids == ids,
+                    "max_abs_logit_diff": float(np.abs(np.asarray(shown) - logits).max()),
+                    "max_abs_attention_diff": float(np.abs(np.asarray(weights) - maps).max()),
+                    "same_top10": json.loads(
+                        pg.locator(f"{root} .course-live-next").get_attribute("data-top")
+                    )
+                    == [int(i) for i in np.argsort(-logits, kind="stable")[:10]],
+                }
+            )
+        # keystrokes: one update each (or one for several, when typed faster than it runs)
+        box.fill("KING HENRY:\n")  # the head of the text typed below
+        _wait_update(pg, root, _updates(pg, root) - 1)
+        pg.evaluate(f"() => {{ window.courseLive.timings['{root[1:]}'] = []; }}")
+        box.press("End")
+        head, typed = "KING HENRY:\n", "Once more unto the breach, dear friends"
+        box.press_sequentially(typed, delay=120)
+        pg.wait_for_function(
+            f"() => JSON.parse(document.querySelector('{root}').dataset.ids).length === "
+            f"{len(head + typed)}",
+            timeout=30_000,
+        )
+        record["keystroke_ms"] = pg.evaluate(f"() => window.courseLive.timings['{root[1:]}']")
+        # greedy generation: the same characters as course_lib's generate(temperature=0)
+        pg.locator(f"{root} .course-live-temperature").fill("0")
+        pg.locator(f"{root} .course-live-length").fill("40")
+        pg.locator(f"{root} .course-live-generate").click()
+        pg.wait_for_selector(f"{root}[data-generated]", timeout=60_000)
+        made = json.loads(pg.locator(f"{root} .course-live-generated").get_attribute("data-ids"))
+        prompt = tok.encode(head + typed)
+        expected = generate(model, prompt, 40, temperature=0)[len(prompt) :]
+        record["greedy_generation_equal"] = made == expected
+        # a character the model never saw: named, left out
+        before = _updates(pg, root)
+        box.fill("naïve")
+        _wait_update(pg, root, before)
+        record["unknown_status"] = pg.locator(f"{root} .course-live-status").text_content()
+        ARTIFACTS.mkdir(exist_ok=True)
+        pg.locator(root).screenshot(path=str(ARTIFACTS / "live-08_gpt.png"))
+        visit.check("08_gpt live view")
+    record["keystroke_percentiles_ms"] = _percentiles(record["keystroke_ms"])
+    (ARTIFACTS / "live-08_gpt.json").write_text(json.dumps(record, indent=1))
+    for t in record["texts"]:
+        assert t["same_ids"] and t["same_top10"], t
+        assert t["max_abs_logit_diff"] < 1e-4, t
+        assert t["max_abs_attention_diff"] < 1e-4, t
+    assert record["greedy_generation_equal"], record
+    assert "ï" in record["unknown_status"], record["unknown_status"]
+    assert record["keystroke_ms"], "no keystroke was measured"
+    assert record["keystroke_percentiles_ms"]["p95"] < 5000, record  # a sanity bound only
