@@ -201,3 +201,99 @@ def test_gpt_page_runs_the_model_live(browser, site_url, gpt):
     assert "ï" in record["unknown_status"], record["unknown_status"]
     assert record["keystroke_ms"], "no keystroke was measured"
     assert record["keystroke_percentiles_ms"]["p95"] < 5000, record  # a sanity bound only
+
+
+def _many_texts(n: int = 150) -> list[str]:
+    """Texts for the tokenisers: slices of Shakespeare, and the hard cases of GPT-2's pattern
+    (contractions, runs of spaces and newlines, digits, accents, CJK, emoji, a special token's
+    text, a lone combining mark)."""
+    from course_lib.bpe.corpus import shakespeare_text
+
+    rng = np.random.default_rng(7)
+    corpus = shakespeare_text()
+    hard = [
+        "",
+        " ",
+        "   leading and trailing   ",
+        "I'm sure you'll see they've said it's 'quoted' and we'd",
+        "tabs\tand\n\nnewlines\r\n  indented\n",
+        "3.14159 and 1,000,000 and ٣٤ and Ⅻ",
+        "naïve café résumé Ångström",
+        "東京は日本の首都です。서울은 한국의 수도입니다.",
+        "emoji 🤗🚀 and flags 🇫🇷 and a ZWJ 👩‍💻",
+        "<|endoftext|> is plain text here",
+        "e\u0301 combining, \u00a0no-break space, \u2003em space",
+        "!!!??? ... --- ***",
+    ]
+    slices = []
+    for _ in range(n - len(hard)):
+        start = int(rng.integers(0, len(corpus) - 400))
+        slices.append(corpus[start : start + int(rng.integers(1, 400))])
+    return hard + slices
+
+
+@pytest.mark.browser
+def test_bpe_page_tokenises_as_course_lib(browser, site_url):
+    """Chapter 7's page: the page's tokens equal Tokenizer.encode's on many texts, for the
+    chapter's BPE and for GPT-2's; typed text updates the shown tokens."""
+    from course_lib.bpe.analysis import tokenizer_from_merges
+    from course_lib.bpe.explorer import merges
+    from course_lib.bpe.gpt2_files import load_gpt2
+
+    tokenizers = {"course": tokenizer_from_merges(list(merges())), "gpt2": load_gpt2()}
+    texts = _many_texts()
+    root = "#course-live-bpe"
+    record: dict = {"chapter": "07_bpe", "texts": len(texts)}
+    with Visit(browser, site_url + "notebooks/07_bpe.html") as visit:
+        pg = visit.page
+        pg.wait_for_selector(f"{root}[data-updates]", timeout=60_000)
+        record["first_result_ms"] = round(
+            pg.evaluate(f"() => window.courseLive.views['{root[1:]}'].first"), 1
+        )
+        pg.locator(f"{root} .course-live-tokenizer").select_option("gpt2")
+        pg.wait_for_function(f"() => document.querySelector('{root}').dataset.tokenizer === 'gpt2'")
+        for name, tok in tokenizers.items():
+            got = pg.evaluate(
+                f"""async (texts) => {{
+                  const tok = await window.courseLive.views['{root[1:]}'].tokenizers['{name}'];
+                  const t0 = performance.now();
+                  const ids = texts.map(t => tok.encode(t).ids);
+                  return [ids, performance.now() - t0];
+                }}""",
+                texts,
+            )
+            want = [tok.encode(t, allowed_special=set(), disallowed_special=()) for t in texts]
+            record[f"{name}_equal"] = sum(a == b for a, b in zip(got[0], want, strict=True))
+            record[f"{name}_first_difference"] = next(
+                (
+                    {"text": t, "page": a, "course_lib": b}
+                    for t, a, b in zip(texts, got[0], want, strict=True)
+                    if a != b
+                ),
+                None,
+            )
+            record[f"{name}_ms_all_texts"] = round(got[1], 1)
+        # typed: the tokens shown
+        pg.evaluate(f"() => {{ window.courseLive.timings['{root[1:]}'] = []; }}")
+        box = pg.locator(f"{root} .course-live-text")
+        box.fill("")
+        typed = "To be, or not to be: that is the question."
+        box.press_sequentially(typed, delay=80)
+        pg.wait_for_function(
+            f"() => JSON.parse(document.querySelector('{root}').dataset.ids || '[]').length"
+            f" === {len(tokenizers['gpt2'].encode(typed))}",
+            timeout=30_000,
+        )
+        record["typed_equal"] = json.loads(pg.locator(root).get_attribute("data-ids")) == (
+            tokenizers["gpt2"].encode(typed)
+        )
+        record["keystroke_ms"] = pg.evaluate(f"() => window.courseLive.timings['{root[1:]}']")
+        ARTIFACTS.mkdir(exist_ok=True)
+        pg.locator(root).screenshot(path=str(ARTIFACTS / "live-07_bpe.png"))
+        visit.check("07_bpe live view")
+    record["keystroke_percentiles_ms"] = _percentiles(record["keystroke_ms"])
+    (ARTIFACTS / "live-07_bpe.json").write_text(json.dumps(record, indent=1))
+    assert record["course_equal"] == len(texts), record["course_first_difference"]
+    assert record["gpt2_equal"] == len(texts), record["gpt2_first_difference"]
+    assert record["typed_equal"], record
+    assert record["keystroke_percentiles_ms"]["p95"] < 5000, record  # a sanity bound only

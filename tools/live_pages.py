@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import html
+import json
 import re
 import shutil
 import sys
@@ -46,7 +47,14 @@ class LiveView:
     chapter: str
     key: str
     models: Callable[[Path], list[Path]]  # writes the model files into a folder
-    body: Callable[[list[str]], str]  # the view's controls, given the models' page-relative URLs
+    body: Callable[[list[Path]], str]  # the view's controls, given the files written
+    runs_models: bool = True  # loads onnxruntime-web (the tokenisers do not)
+
+    def attributes(self, files: list[Path]) -> str:
+        if self.runs_models:
+            return f'data-model="../_live/{html.escape(files[0].name)}"'
+        tables = {f.stem.removeprefix("bpe_"): f"../_live/{f.name}" for f in files}
+        return f"data-tables='{html.escape(json.dumps(tables), quote=True)}'"
 
 
 def _gpt_models(folder: Path) -> list[Path]:
@@ -57,7 +65,7 @@ def _gpt_models(folder: Path) -> list[Path]:
     return [export(model, tok, folder / "gpt_shakespeare_char.onnx", name="shakespeare_char")]
 
 
-def _gpt_body(urls: list[str]) -> str:
+def _gpt_body(files: list[Path]) -> str:
     k = "course-live-gpt"
     return f"""\
 <p>The model of section 8.4, trained on Shakespeare, running in this page on what you type:
@@ -110,10 +118,59 @@ is read by this browser and goes nowhere.</p>
 </div>"""
 
 
+def _bpe_models(folder: Path) -> list[Path]:
+    from course_lib.bpe.analysis import tokenizer_from_merges
+    from course_lib.bpe.explorer import merges
+    from course_lib.bpe.gpt2_files import load_gpt2
+    from course_lib.bpe.live import tokenizer_table
+
+    out = []
+    for name, tok in (
+        ("course", tokenizer_from_merges(list(merges()))),
+        ("gpt2", load_gpt2()),
+    ):
+        path = folder / f"bpe_{name}.json"
+        path.write_text(json.dumps(tokenizer_table(tok), separators=(",", ":")), encoding="utf-8")
+        out.append(path)
+    return out
+
+
+def _bpe_body(files: list[Path]) -> str:
+    k = "course-live-bpe"
+    course = files[0].read_text(encoding="utf-8").replace("</", "<\\/")
+    return f"""\
+<p>Chapter 7's tokenisers on what you type, in this page: the byte-level BPE of section 7.3
+(1,744 merges learned from Shakespeare, the explorer's <code>merges_2000</code>) and GPT-2's own
+(50,000 merges). The page runs the same two steps as <code>course_lib.bpe.tokenizer</code> (GPT-2's
+pre-tokenisation pattern, then the merges in the order they were learned) from tables the build
+wrote; the tokens are <code>Tokenizer.encode</code>'s, checked on many texts in a real browser.</p>
+<div class="course-live-row">
+  <label for="{k}-tokenizer">Tokenizer</label>
+  <select id="{k}-tokenizer" class="course-live-tokenizer">
+    <option value="course" selected>the chapter's BPE (2,000 tokens, Shakespeare)</option>
+    <option value="gpt2">GPT-2 (50,257 tokens)</option>
+  </select>
+</div>
+<div class="course-live-row">
+  <label for="{k}-text">Your text</label>
+  <textarea id="{k}-text" class="course-live-text" rows="3" spellcheck="false">Shall I compare \
+thee to a summer's day? Transformers tokenise text: 東京, 서울, 🤗, 3.14159.</textarea>
+</div>
+<p class="course-live-status" role="status" aria-live="polite">Loading the tokenizer…</p>
+<p class="course-live-count" aria-live="polite"></p>
+<div class="course-live-tokens" aria-label="The tokens of your text"></div>
+<details><summary>The ids</summary><p class="course-live-idlist"></p></details>
+<script type="application/json" data-name="course">{course}</script>"""
+
+
 VIEWS = {
+    "07_bpe": LiveView("07_bpe", "bpe", _bpe_models, _bpe_body, runs_models=False),
     "08_gpt": LiveView("08_gpt", "gpt", _gpt_models, _gpt_body),
 }
-TITLES = {"gpt": "Type your own text: the chapter's GPT, live"}
+TITLES = {
+    "bpe": "Type your own text: the chapter's tokenisers, live",
+    "gpt": "Type your own text: the chapter's GPT, live",
+}
 
 CSS = """\
 .course-live { border: 1px solid var(--pst-color-border, #ccc); border-radius: 6px;
@@ -149,22 +206,28 @@ CSS = """\
   padding-bottom: 12px; background: linear-gradient(to top,
   var(--pst-color-primary, #1a6fb0) calc(var(--w) * 10px), transparent 0); }
 .course-live-generated { white-space: pre-wrap; min-height: 3em; }
+.course-live-tokens { font-family: var(--pst-font-family-monospace, monospace);
+  line-height: 2; white-space: pre-wrap; word-break: break-all; }
+.course-live-tok { border: 1px solid var(--pst-color-primary, #1a6fb0); border-radius: 3px;
+  padding: 0 1px; margin: 0 1px; }
+.course-live-tok1 { border-style: dashed; }
+.course-live-idlist { font-family: var(--pst-font-family-monospace, monospace); font-size: 0.85em;
+  word-break: break-all; }
 """
 
 
-def view_html(view: LiveView, urls: list[str]) -> str:
+def view_html(view: LiveView, files: list[Path]) -> str:
     """The section for ``view`` (its script tags included)."""
     key = f"course-live-{view.key}"
-    models = html.escape(urls[0])
+    ort = f'<script src="../{ORT}/ort.wasm.min.js"></script>\n' if view.runs_models else ""
     return f"""\
-<section class="course-live" id="{key}" data-kind="{view.key}" data-model="{models}"
+<section class="course-live" id="{key}" data-kind="{view.key}" {view.attributes(files)}
   data-state="loading" aria-labelledby="{key}-title">
 <style>{CSS}</style>
 <h2 id="{key}-title">{html.escape(TITLES[view.key])}</h2>
-{view.body(urls)}
+{view.body(files)}
 <noscript><p>The live view needs JavaScript.</p></noscript>
-<script src="../{ORT}/ort.wasm.min.js"></script>
-<script src="../_live/live.js"></script>
+{ort}<script src="../_live/live.js"></script>
 </section>"""
 
 
@@ -172,10 +235,12 @@ def marker(key: str) -> tuple[str, str]:
     return f"<!-- course-live:{key} -->", f"<!-- /course-live:{key} -->"
 
 
-def preload(urls: list[str]) -> str:
+def preload(view: LiveView, files: list[Path]) -> str:
     """The ``<link rel=preload>`` tags that start fetching the model and the WebAssembly while
     the page is read (as live.js fetches them, so the browser reuses the response)."""
-    files = [*urls, f"../{ORT}/ort-wasm-simd-threaded.wasm"]
+    if not view.runs_models:
+        return ""
+    files = [f"../_live/{files[0].name}", f"../{ORT}/ort-wasm-simd-threaded.wasm"]
     return "\n".join(
         f'<link rel="preload" href="{html.escape(u)}" as="fetch" crossorigin="anonymous">'
         for u in files
@@ -245,10 +310,9 @@ def add_live_views(
                 raise LivePageError(f"{chapter}: no built page at {path}")
             start = time.perf_counter()
             files = view.models(live)
-            urls = [f"../_live/{f.name}" for f in files]
-            fragment = view_html(view, urls)
+            fragment = view_html(view, files)
             page = path.read_text(encoding="utf-8")
-            placed = place(page, chapter, view.key, fragment, head=preload(urls))
+            placed = place(page, chapter, view.key, fragment, head=preload(view, files))
             path.write_text(placed, encoding="utf-8")
             report[chapter] = {
                 "model_bytes": sum(f.stat().st_size for f in files),
@@ -269,7 +333,7 @@ def add_live_views(
 
 def site_bytes(html_dir: Path = HTML) -> int:
     """Bytes the live views add to the site: ``_live/`` and onnxruntime-web."""
-    folders = [html_dir / "_live", html_dir / ORT]
+    folders = [html_dir / "_live", html_dir / "_vendor" / "onnxruntime-web"]
     return sum(f.stat().st_size for d in folders if d.is_dir() for f in d.rglob("*") if f.is_file())
 
 

@@ -486,6 +486,74 @@
     };
   }
 
+  // -- chapter 7: the tokenisers -------------------------------------------------------------
+
+  function tokenView(root) {
+    var q = function (s) { return root.querySelector(s); };
+    var status = q(".course-live-status"), text = q(".course-live-text");
+    var choice = q(".course-live-tokenizer"), out = q(".course-live-tokens");
+    var count = q(".course-live-count"), idsBox = q(".course-live-idlist");
+    var tables = JSON.parse(root.dataset.tables), loaded = {};
+    var view = (api.views[root.id] = { root: root, tokenizers: loaded });
+
+    function tokenizer(name) {
+      var inline = root.querySelector('script[type="application/json"][data-name="' + name + '"]');
+      if (!loaded[name] && inline) {
+        loaded[name] = Promise.resolve(makeTokenizer(JSON.parse(inline.textContent)));
+      } else if (!loaded[name] && location.protocol === "file:") {
+        return Promise.reject(new Error("this tokenizer's table is a file of its own, which a " +
+          "page opened from disk cannot load: serve the website's folder over http (python -m " +
+          "http.server) to use it"));
+      }
+      if (!loaded[name]) {
+        loaded[name] = fetch(new URL(tables[name], location.href).href).then(function (r) {
+          if (!r.ok) throw new Error("could not load the tokenizer (" + r.status + ")");
+          return r.json();
+        }).then(function (desc) { return makeTokenizer(desc); });
+      }
+      return loaded[name];
+    }
+
+    function label(tok, id) {
+      var bytes = tok.bytesOf(id), s = tok.piece(id);
+      if (s.indexOf("\ufffd") >= 0) {  // part of a character: show its bytes
+        return bytes.map(function (b) { return "<" + b.toString(16).toUpperCase() + ">"; }).join("");
+      }
+      return Array.from(s).map(shown).join("");
+    }
+
+    var update = latest(function (t0) {
+      var name = choice.value;
+      return tokenizer(name).then(function (tok) {
+        var value = text.value, ids = tok.encode(value).ids;
+        var spans = ids.map(function (id, i) {
+          return el("span", { class: "course-live-tok course-live-tok" + (i % 2),
+                              title: "id " + id, text: label(tok, id) });
+        });
+        out.replaceChildren.apply(out, spans);
+        var n = Array.from(value).length, nb = new TextEncoder().encode(value).length;
+        count.textContent = ids.length + " tokens for " + n + " characters (" + nb +
+          " bytes in UTF-8)" + (ids.length ? ": " + (nb / ids.length).toFixed(2) +
+          " bytes per token" : "");
+        idsBox.textContent = ids.join(" ");
+        root.dataset.ids = JSON.stringify(ids);
+        root.dataset.tokenizer = name;
+        status.textContent = "Ready.";
+        root.dataset.state = "ready";
+        if (!view.first) view.first = performance.now();
+        record(root.id, performance.now() - t0);
+        root.dataset.updates = String((+root.dataset.updates || 0) + 1);
+      }).catch(function (err) {
+        status.textContent = "The tokenizer failed: " + err.message;
+        root.dataset.state = "error";
+      });
+    });
+    text.addEventListener("input", function () { update(performance.now()); });
+    choice.addEventListener("change", function () { update(performance.now()); });
+    update(performance.now());
+    return null;
+  }
+
   // -- "Open your own model" --------------------------------------------------------------------
 
   function ownModel(root, kind, opened, reset, say) {
@@ -515,7 +583,7 @@
 
   // -- start ----------------------------------------------------------------------------------
 
-  var VIEWS = { gpt: gptView };
+  var VIEWS = { gpt: gptView, bpe: tokenView };
 
   function mark(name) { (api.marks = api.marks || {})[name] = performance.now(); }
 
@@ -524,6 +592,10 @@
     var status = root.querySelector(".course-live-status");
     var kind = root.dataset.kind;
     if (!VIEWS[kind]) return;
+    if (kind === "bpe") {  // no model to run: the tokenisers are tables and a loop
+      tokenView(root);
+      return;
+    }
     if (location.protocol === "file:") {
       status.textContent = "The live view needs the website served over http: browsers do " +
         "not let a page opened from a file load a model. In the website's folder run " +
