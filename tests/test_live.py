@@ -297,3 +297,107 @@ def test_bpe_page_tokenises_as_course_lib(browser, site_url):
     assert record["gpt2_equal"] == len(texts), record["gpt2_first_difference"]
     assert record["typed_equal"], record
     assert record["keystroke_percentiles_ms"]["p95"] < 5000, record  # a sanity bound only
+
+
+BERT_TEXTS = (
+    "Call me Ishmael. Some years ago I went to [MASK].",
+    "To be, or not to [MASK]: that is the [MASK].",
+    "The [MASK] whale swam in the [MASK] sea, and [CLS] is only text here.",
+)
+
+
+@pytest.fixture(scope="module")
+def bert():
+    from course_lib.bert.data import tokenizer
+    from course_lib.bert.pretrain_long import load_checkpoint
+
+    torch.set_num_threads(1)
+    return load_checkpoint()[0], tokenizer()
+
+
+def test_bert_export_equals_pytorch(bert, tmp_path):
+    from course_lib.bert.live import export, fill
+    from course_lib.onnx_export import read_metadata, run
+
+    model, tok = bert
+    path = export(model, tok, tmp_path / "bert.onnx")
+    for text in BERT_TEXTS:
+        f = fill(model, tok, text)
+        out = run(path, f["ids"])
+        assert np.abs(out["logits"][0] - f["logits"].numpy()).max() < 1e-4, text
+        maps = model.attention_maps(torch.tensor([f["ids"]]))[0].detach().numpy()
+        assert np.abs(out["attention"] - maps).max() < 1e-5, text
+    assert read_metadata(path)["kind"] == "bert"
+    with pytest.raises(ValueError, match="reads at most"):
+        fill(model, tok, "word " * 200)
+
+
+@pytest.mark.browser
+def test_bert_page_fills_the_masks_as_pytorch(browser, site_url, bert):
+    """Chapter 9's page: each [MASK]'s logits within 1e-4 of PyTorch's, the same ids and the
+    same top-5 ranking; every head's attention from the first mask."""
+    from course_lib.bert.live import fill
+
+    model, tok = bert
+    root = "#course-live-bert"
+    record: dict = {"chapter": "09_bert", "texts": []}
+    with Visit(browser, site_url + "notebooks/09_bert.html") as visit:
+        pg = visit.page
+        pg.wait_for_selector(f"{root}[data-updates]", timeout=60_000)
+        record["first_result_ms"] = round(
+            pg.evaluate(f"() => window.courseLive.views['{root[1:]}'].first"), 1
+        )
+        box = pg.locator(f"{root} .course-live-text")
+        for text in BERT_TEXTS:
+            before = _updates(pg, root)
+            box.fill(text)
+            _wait_update(pg, root, before)
+            fills = pg.locator(f"{root} .course-live-fills")
+            shown = json.loads(fills.get_attribute("data-logits"))
+            top = json.loads(fills.get_attribute("data-top"))
+            weights = json.loads(
+                pg.locator(f"{root} .course-live-attention").get_attribute("data-weights")
+            )
+            ref = fill(model, tok, text)
+            masks = sorted(ref["top"])
+            first = masks[0]
+            maps = model.attention_maps(torch.tensor([ref["ids"]]))[0, :, :, first].detach()
+            record["texts"].append(
+                {
+                    "text": text,
+                    "same_ids": json.loads(pg.locator(root).get_attribute("data-ids"))
+                    == ref["ids"],
+                    "same_masks": sorted(int(m) for m in shown) == masks,
+                    "max_abs_logit_diff": max(
+                        float(np.abs(np.asarray(shown[str(m)]) - ref["logits"][m].numpy()).max())
+                        for m in masks
+                    ),
+                    "same_top5": all(top[str(m)] == [i for i, _ in ref["top"][m]] for m in masks),
+                    "max_abs_attention_diff": float(
+                        np.abs(
+                            np.asarray(weights) - maps.reshape(-1, len(ref["ids"])).numpy()
+                        ).max()
+                    ),
+                }
+            )
+        pg.evaluate(f"() => {{ window.courseLive.timings['{root[1:]}'] = []; }}")
+        box.fill("The [MASK] ")
+        box.press("End")
+        typed = "sailed from Nantucket."
+        box.press_sequentially(typed, delay=120)
+        n = len(fill(model, tok, "The [MASK] " + typed)["ids"])
+        pg.wait_for_function(
+            f"() => JSON.parse(document.querySelector('{root}').dataset.ids).length === {n}",
+            timeout=30_000,
+        )
+        record["keystroke_ms"] = pg.evaluate(f"() => window.courseLive.timings['{root[1:]}']")
+        ARTIFACTS.mkdir(exist_ok=True)
+        pg.locator(root).screenshot(path=str(ARTIFACTS / "live-09_bert.png"))
+        visit.check("09_bert live view")
+    record["keystroke_percentiles_ms"] = _percentiles(record["keystroke_ms"])
+    (ARTIFACTS / "live-09_bert.json").write_text(json.dumps(record, indent=1))
+    for t in record["texts"]:
+        assert t["same_ids"] and t["same_masks"] and t["same_top5"], t
+        assert t["max_abs_logit_diff"] < 1e-4, t
+        assert t["max_abs_attention_diff"] < 1e-4, t
+    assert record["keystroke_percentiles_ms"]["p95"] < 5000, record  # a sanity bound only

@@ -118,6 +118,52 @@ is read by this browser and goes nowhere.</p>
 </div>"""
 
 
+def _bert_models(folder: Path) -> list[Path]:
+    from course_lib.bert.data import tokenizer
+    from course_lib.bert.live import export
+    from course_lib.bert.pretrain_long import load_checkpoint
+
+    model, _ = load_checkpoint()
+    return [export(model, tokenizer(), folder / "bert_small_mlm.onnx", name="small_mlm")]
+
+
+def _bert_body(files: list[Path]) -> str:
+    k = "course-live-bert"
+    return f"""\
+<p>The small BERT of section 9.5, pre-trained with the masked-language-model objective on
+Shakespeare and <em>Moby-Dick</em>, fills the <code>[MASK]</code>s of what you type, in this page:
+nothing is sent anywhere. The page runs the file <code>course_lib.bert.live.export</code> wrote
+from the checkpoint in <code>data/bert/</code>, with <code>onnxruntime-web</code>, and tokenises
+with the model's own tokenizer (chapter 7's byte-level BPE with BERT's special tokens).</p>
+<p class="course-live-model"></p>
+<div class="course-live-row">
+  <label for="{k}-text">Your text (write [MASK] where the model should guess)</label>
+  <textarea id="{k}-text" class="course-live-text" rows="3" spellcheck="false">Call me \
+Ishmael. Some years ago I went to [MASK].</textarea>
+</div>
+<p class="course-live-status" role="status" aria-live="polite">Loading the model…</p>
+<h3>What the model puts in each [MASK]</h3>
+<div class="course-live-fills"></div>
+<h3>Where each head looks</h3>
+<div class="course-live-row">
+  <label for="{k}-position">Position whose attention is shown</label>
+  <input id="{k}-position" class="course-live-position" type="range" min="1" max="1" value="1">
+  <output class="course-live-position-value" for="{k}-position"></output>
+</div>
+<p class="course-live-note">Every head of every layer: how much weight the chosen token gives
+each token of the input, before and after it (the bar under it; hover for the number).</p>
+<div class="course-live-attention"></div>
+<h3>Bring your own model</h3>
+<p>A BERT you pre-trained in the notebook opens here too: write it with
+<code>course_lib.bert.live.export(model, tokenizer, "my_bert.onnx")</code> and open the file. It
+is read by this browser and goes nowhere.</p>
+<div class="course-live-controls">
+  <label>Open your own model (.onnx)
+    <input class="course-live-file" type="file" accept=".onnx"></label>
+  <button type="button" class="course-live-reset" hidden>Back to the course's model</button>
+</div>"""
+
+
 def _bpe_models(folder: Path) -> list[Path]:
     from course_lib.bpe.analysis import tokenizer_from_merges
     from course_lib.bpe.explorer import merges
@@ -166,8 +212,10 @@ thee to a summer's day? Transformers tokenise text: 東京, 서울, 🤗, 3.1415
 VIEWS = {
     "07_bpe": LiveView("07_bpe", "bpe", _bpe_models, _bpe_body, runs_models=False),
     "08_gpt": LiveView("08_gpt", "gpt", _gpt_models, _gpt_body),
+    "09_bert": LiveView("09_bert", "bert", _bert_models, _bert_body),
 }
 TITLES = {
+    "bert": "Type your own text: the chapter's BERT fills in the blanks, live",
     "bpe": "Type your own text: the chapter's tokenisers, live",
     "gpt": "Type your own text: the chapter's GPT, live",
 }

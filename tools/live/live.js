@@ -273,6 +273,38 @@
     return go;
   }
 
+  /** Every head's attention weights from position ``p`` (over the positions up to p when
+      ``causal``, else all), one row of tokens per head, the weight as a bar under each. */
+  function drawHeads(box, res, meta, pieces, p, causal) {
+    var L = res.L, H = meta.n_heads, NL = meta.n_layers, rows = [];
+    var grid = el("div", { class: "course-live-heads" });
+    var upto = causal ? p + 1 : L;
+    for (var l = 0; l < NL; l++) {
+      for (var h = 0; h < H; h++) {
+        var base = ((l * H + h) * L + p) * L, cells = [], top = 0;
+        for (var j = 0; j < upto; j++) {
+          var w = res.attention[base + j];
+          if (w > res.attention[base + top]) top = j;
+          cells.push(el("span", {
+            class: "course-live-cell", style: "--w:" + w.toFixed(3),
+            title: JSON.stringify(pieces[j]) + " at " + (j + 1) + ": " + w.toFixed(3)
+          }, [document.createTextNode(pieces[j])]));
+        }
+        rows.push(Array.from(res.attention.subarray(base, base + upto)));
+        grid.appendChild(el("div", {
+          class: "course-live-head", role: "img",
+          "aria-label": "layer " + (l + 1) + " head " + (h + 1) + ": most weight on " +
+            JSON.stringify(pieces[top]) + " at position " + (top + 1) + " (" +
+            res.attention[base + top].toFixed(2) + ")"
+        }, [el("span", { class: "course-live-label", text: "L" + (l + 1) + " H" + (h + 1) }),
+            el("span", { class: "course-live-cells" }, cells)]));
+      }
+    }
+    box.replaceChildren(grid);
+    box.dataset.position = String(p);
+    box.dataset.weights = JSON.stringify(rows);
+  }
+
   // -- chapter 8: the GPT ---------------------------------------------------------------------
 
   function mulberry32(seed) {
@@ -397,37 +429,10 @@
 
     function drawAttention() {
       if (!last) return;
-      var res = last.res, L = res.L, p = (+pos.value || L) - 1;
-      var meta = model.meta, H = meta.n_heads, NL = meta.n_layers;
+      var L = last.res.L, p = (+pos.value || L) - 1;
       var pieces = last.ids.map(function (i) { return shown(model.tokenizer.piece(i)); });
       posOut.textContent = (p + 1) + " of " + L + " (" + JSON.stringify(pieces[p]) + ")";
-      var grid = el("div", { class: "course-live-heads" });
-      var rows = [];
-      for (var l = 0; l < NL; l++) {
-        for (var h = 0; h < H; h++) {
-          var base = ((l * H + h) * L + p) * L, cells = [], top = 0;
-          for (var j = 0; j <= p; j++) {
-            var w = res.attention[base + j];
-            if (w > res.attention[base + top]) top = j;
-            cells.push(el("span", {
-              class: "course-live-cell", style: "--w:" + w.toFixed(3),
-              title: JSON.stringify(pieces[j]) + " at " + (j + 1) + ": " + w.toFixed(3)
-            }, [document.createTextNode(pieces[j])]));
-          }
-          var weights = Array.from(res.attention.subarray(base, base + p + 1));
-          rows.push(weights);
-          grid.appendChild(el("div", {
-            class: "course-live-head", role: "img",
-            "aria-label": "layer " + (l + 1) + " head " + (h + 1) + ": most weight on " +
-              JSON.stringify(pieces[top]) + " at position " + (top + 1) + " (" +
-              res.attention[base + top].toFixed(2) + ")"
-          }, [el("span", { class: "course-live-label", text: "L" + (l + 1) + " H" + (h + 1) }),
-              el("span", { class: "course-live-cells" }, cells)]));
-        }
-      }
-      attnBox.replaceChildren(grid);
-      attnBox.dataset.position = String(p);
-      attnBox.dataset.weights = JSON.stringify(rows);
+      drawHeads(attnBox, last.res, model.meta, pieces, p, true);
     }
 
     pos.addEventListener("input", function () { drawAttention(); });
@@ -483,6 +488,113 @@
         shipped = m;
         use(m, "Ready.");
       });
+    };
+  }
+
+  // -- chapter 9: BERT fills the reader's [MASK]s ---------------------------------------------
+
+  function bertView(root) {
+    var q = function (s) { return root.querySelector(s); };
+    var status = q(".course-live-status"), text = q(".course-live-text");
+    var fillBox = q(".course-live-fills"), attnBox = q(".course-live-attention");
+    var pos = q(".course-live-position"), posOut = q(".course-live-position-value");
+    var model = null, last = null;
+    var view = (api.views[root.id] = { root: root });
+
+    function say(msg, state) {
+      status.textContent = msg;
+      if (state) root.dataset.state = state;
+    }
+
+    var update = latest(function (t0) {
+      if (!model) return;
+      var meta = model.meta, specials = {};
+      specials["[MASK]"] = meta.mask;
+      var ids = [meta.cls].concat(model.tokenizer.encode(text.value, specials).ids, [meta.sep]);
+      if (ids.length > meta.context_length) {
+        say("Your text is " + (ids.length - 2) + " tokens long; the model reads at most " +
+            (meta.context_length - 2) + ". Shorten it.");
+        return;
+      }
+      return runModel(model, ids).then(function (res) {
+        last = { ids: ids, res: res };
+        var masks = [];
+        ids.forEach(function (id, i) { if (id === meta.mask) masks.push(i); });
+        drawFills(res, masks);
+        pos.max = String(res.L);
+        pos.value = String((masks.length ? masks[0] : res.L - 1) + 1);
+        drawAttention();
+        say(masks.length ? "Ready." : "Ready. Put [MASK] where the model should guess a token.");
+        root.dataset.ids = JSON.stringify(ids);
+        if (!view.first) view.first = performance.now();
+        record(root.id, performance.now() - t0);
+        root.dataset.updates = String((+root.dataset.updates || 0) + 1);
+      });
+    });
+
+    function drawFills(res, masks) {
+      var V = res.V, tables = [], tops = {}, rows = {};
+      masks.forEach(function (m, n) {
+        var row = res.logits.subarray(m * V, (m + 1) * V);
+        var probs = softmax(row), best = topK(probs, 5);
+        tops[m] = best;
+        rows[m] = Array.from(row);
+        var body = el("tbody");
+        best.forEach(function (i, r) {
+          body.appendChild(el("tr", {}, [
+            el("td", { text: String(r + 1) }),
+            el("td", { class: "course-live-token",
+                       text: Array.from(model.tokenizer.piece(i)).map(shown).join("") }),
+            el("td", {}, [el("span", {
+              class: "course-live-bar", style: "width:" + (probs[i] * 100).toFixed(1) + "%"
+            })]),
+            el("td", { class: "course-live-num", text: (probs[i] * 100).toFixed(1) + "%" }),
+            el("td", { class: "course-live-num", text: row[i].toFixed(3) })
+          ]));
+        });
+        tables.push(el("table", { class: "course-live-table" }, [
+          el("caption", { text: "[MASK] " + (n + 1) + " (token " + (m + 1) +
+                                "): the 5 likeliest tokens, of " + V }),
+          el("thead", {}, [el("tr", {}, ["rank", "token", "", "probability", "logit"].map(
+            function (h) { return el("th", { scope: "col", text: h }); }))]),
+          body
+        ]));
+      });
+      if (!masks.length) tables.push(el("p", { text: "No [MASK] in your text." }));
+      fillBox.replaceChildren.apply(fillBox, tables);
+      fillBox.dataset.top = JSON.stringify(tops);
+      fillBox.dataset.logits = JSON.stringify(rows);
+    }
+
+    function drawAttention() {
+      if (!last) return;
+      var L = last.res.L, p = (+pos.value || 1) - 1;
+      var pieces = last.ids.map(function (i) {
+        return Array.from(model.tokenizer.piece(i)).map(shown).join("");
+      });
+      posOut.textContent = (p + 1) + " of " + L + " (" + JSON.stringify(pieces[p]) + ")";
+      drawHeads(attnBox, last.res, model.meta, pieces, p, false);
+    }
+
+    pos.addEventListener("input", function () { drawAttention(); });
+    text.addEventListener("input", function () { update(performance.now()); });
+
+    var shipped = null;
+    function use(m, note) {
+      model = m;
+      var meta = m.meta;
+      q(".course-live-model").textContent = meta.name + ": " + meta.n_layers + " layers, " +
+        meta.n_heads + " heads, d_model " + meta.d_model + ", " +
+        meta.parameters.toLocaleString("en") + " parameters, at most " + meta.context_length +
+        " tokens";
+      say(note, "ready");
+      update(performance.now());
+    }
+    ownModel(root, "bert", function (m) { use(m, "Your model, " + m.meta.name + ", is open."); },
+             function () { if (shipped) use(shipped, "The course's model is open again."); },
+             say);
+    return function start(bytes) {
+      return openModel(bytes).then(function (m) { shipped = m; use(m, "Ready."); });
     };
   }
 
@@ -583,7 +695,7 @@
 
   // -- start ----------------------------------------------------------------------------------
 
-  var VIEWS = { gpt: gptView, bpe: tokenView };
+  var VIEWS = { gpt: gptView, bert: bertView, bpe: tokenView };
 
   function mark(name) { (api.marks = api.marks || {})[name] = performance.now(); }
 
