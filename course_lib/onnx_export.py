@@ -75,6 +75,7 @@ def export_graph(
     except TypeError as err:
         raise TypeError(f"metadata must be JSON-serialisable: {err}") from None
     buffer = io.BytesIO()
+    _register_symbolics()
     was_training = module.training
     module.eval()
     try:
@@ -106,6 +107,30 @@ def export_graph(
     tmp.write_bytes(model.SerializeToString())
     os.replace(tmp, path)
     return path
+
+
+def _rms_norm(g: Any, x: Any, shape: Any, weight: Any, eps: Any) -> Any:
+    """``aten::rms_norm`` in ONNX ops (opset 18 has no RMSNormalization; the TorchScript
+    exporter has no rule for it): ``x / sqrt(mean(x^2 over the normalised axes) + eps) * w``."""
+    import torch
+    from torch.onnx import symbolic_helper as sh
+
+    dims = sh._maybe_get_const(shape, "is")
+    eps_value = sh._maybe_get_const(eps, "f")
+    if sh._is_value(eps_value) or eps_value is None:
+        eps_value = torch.finfo(torch.float32).eps  # rms_norm's default for float32
+    axes = g.op("Constant", value_t=torch.tensor(list(range(-len(dims), 0)), dtype=torch.int64))
+    square = g.op("Mul", x, x)
+    mean = g.op("ReduceMean", square, axes, keepdims_i=1)
+    denom = g.op("Sqrt", g.op("Add", mean, g.op("Constant", value_t=torch.tensor(eps_value))))
+    y = g.op("Div", x, denom)
+    return y if sh._is_none(weight) else g.op("Mul", y, weight)
+
+
+def _register_symbolics() -> None:
+    import torch
+
+    torch.onnx.register_custom_op_symbolic("aten::rms_norm", _rms_norm, OPSET)
 
 
 def _store_half(model: Any, min_size: int = 64) -> int:

@@ -44,6 +44,46 @@ def gpt_file(gpt, tmp_path_factory):
     return export(model, tok, tmp_path_factory.mktemp("live") / "gpt.onnx")
 
 
+@pytest.fixture(scope="module")
+def own_gpt(tmp_path_factory):
+    """A reader's own model: a small random GPT with RoPE, RMSNorm, SwiGLU and a BPE tokenizer
+    (chapter 7's, trained on a little Shakespeare), exported as a reader would."""
+    from course_lib.bpe.corpus import shakespeare_text
+    from course_lib.gpt.config import GPTConfig
+    from course_lib.gpt.data import BPETokenizer
+    from course_lib.gpt.live import export
+    from course_lib.gpt.model import GPT
+
+    tok = BPETokenizer.train(shakespeare_text()[:20_000], vocab_size=300)
+    config = GPTConfig(
+        300,
+        24,
+        2,
+        2,
+        32,
+        norm="rms",
+        activation="swish",
+        gated=True,
+        positions="rope",
+        tie_head=False,
+    )
+    model = GPT(config, seed=3).eval()
+    path = export(model, tok, tmp_path_factory.mktemp("own") / "my_gpt.onnx", name="my_gpt")
+    return model, tok, path
+
+
+def test_own_model_export_equals_pytorch(own_gpt):
+    from course_lib.onnx_export import read_metadata, run
+
+    model, tok, path = own_gpt
+    ids = tok.encode("Now is the winter of our discontent")
+    out = run(path, ids)
+    with torch.no_grad():
+        logits = model(torch.tensor([ids]))[0].numpy()
+    assert np.abs(out["logits"][0] - logits).max() < 1e-4
+    assert read_metadata(path)["tokenizer"]["kind"] == "bpe"
+
+
 def test_gpt_export_equals_pytorch(gpt, gpt_file):
     from course_lib.gpt.incontext import attention_maps
     from course_lib.onnx_export import read_metadata, run
@@ -115,7 +155,7 @@ def _updates(pg, root: str) -> int:
 
 
 @pytest.mark.browser
-def test_gpt_page_runs_the_model_live(browser, site_url, gpt):
+def test_gpt_page_runs_the_model_live(browser, site_url, gpt, own_gpt):
     """Chapter 8's page: the next character's logits and every head's attention equal
     PyTorch's for typed texts; greedy generation equals course_lib's; load and keystroke
     latency recorded."""
@@ -190,6 +230,32 @@ def test_gpt_page_runs_the_model_live(browser, site_url, gpt):
         record["unknown_status"] = pg.locator(f"{root} .course-live-status").text_content()
         ARTIFACTS.mkdir(exist_ok=True)
         pg.locator(root).screenshot(path=str(ARTIFACTS / "live-08_gpt.png"))
+        # bring your own model: the reader's file, opened in the page, runs as in PyTorch
+        own, own_tok, own_path = own_gpt
+        pg.locator(f"{root} .course-live-file").set_input_files(str(own_path))
+        pg.wait_for_function(
+            f"() => document.querySelector('{root} .course-live-model').textContent"
+            ".startsWith('my_gpt')",
+            timeout=30_000,
+        )
+        before = _updates(pg, root)
+        text = "Now is the winter of our discontent"
+        box.fill(text)
+        _wait_update(pg, root, before)
+        ids = own_tok.encode(text)[-own.config.context_length :]
+        shown = json.loads(pg.locator(f"{root} .course-live-next").get_attribute("data-logits"))
+        with torch.no_grad():
+            logits = own(torch.tensor([ids]))[0, -1].numpy()
+        record["own_model"] = {
+            "same_ids": json.loads(pg.locator(root).get_attribute("data-ids")) == ids,
+            "max_abs_logit_diff": float(np.abs(np.asarray(shown) - logits).max()),
+        }
+        pg.locator(f"{root} .course-live-reset").click()
+        pg.wait_for_function(
+            f"() => document.querySelector('{root} .course-live-model').textContent"
+            ".startsWith('shakespeare_char')",
+            timeout=30_000,
+        )
         visit.check("08_gpt live view")
     record["keystroke_percentiles_ms"] = _percentiles(record["keystroke_ms"])
     (ARTIFACTS / "live-08_gpt.json").write_text(json.dumps(record, indent=1))
@@ -198,6 +264,8 @@ def test_gpt_page_runs_the_model_live(browser, site_url, gpt):
         assert t["max_abs_logit_diff"] < 1e-4, t
         assert t["max_abs_attention_diff"] < 1e-4, t
     assert record["greedy_generation_equal"], record
+    assert record["own_model"]["same_ids"], record["own_model"]
+    assert record["own_model"]["max_abs_logit_diff"] < 1e-4, record["own_model"]
     assert "ï" in record["unknown_status"], record["unknown_status"]
     assert record["keystroke_ms"], "no keystroke was measured"
     assert record["keystroke_percentiles_ms"]["p95"] < 5000, record  # a sanity bound only

@@ -391,7 +391,7 @@
         pos.value = String(res.L);
         drawAttention();
         if (!enc.unknown.length) {
-          say(cut ? "The model reads the last " + C + " tokens of your text." : "Ready.");
+          say(cut ? "The model reads the last " + C + " tokens of your text." : view.note);
         }
         root.dataset.ids = JSON.stringify(window_);
         var ms = performance.now() - t0;
@@ -474,6 +474,7 @@
 
     function use(m, note) {
       model = m;
+      view.note = note;
       describe(m);
       say(note, "ready");
       update(performance.now());
