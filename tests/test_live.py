@@ -469,3 +469,18 @@ def test_bert_page_fills_the_masks_as_pytorch(browser, site_url, bert):
         assert t["max_abs_logit_diff"] < 1e-4, t
         assert t["max_abs_attention_diff"] < 1e-4, t
     assert record["keystroke_percentiles_ms"]["p95"] < 5000, record  # a sanity bound only
+
+
+@pytest.mark.browser
+def test_live_pages_from_file_urls(browser, site: Path):
+    """Opened from disk (file://): chapter 7's tokeniser works (its table is in the page);
+    chapter 8's view says how to serve the site, and nothing fails in the console."""
+    pages = site / "notebooks"
+    with Visit(browser, (pages / "07_bpe.html").as_uri()) as visit:
+        visit.page.wait_for_selector("#course-live-bpe[data-updates]", timeout=30_000)
+        visit.check("07_bpe from file://")
+    with Visit(browser, (pages / "08_gpt.html").as_uri()) as visit:
+        visit.page.wait_for_selector("#course-live-gpt[data-state=unavailable]", timeout=30_000)
+        status = visit.page.locator("#course-live-gpt .course-live-status").text_content()
+        visit.check("08_gpt from file://")
+    assert "python -m http.server" in status, status

@@ -284,14 +284,17 @@ def marker(key: str) -> tuple[str, str]:
 
 
 def preload(view: LiveView, files: list[Path]) -> str:
-    """The ``<link rel=preload>`` tags that start fetching the model and the WebAssembly while
-    the page is read (as live.js fetches them, so the browser reuses the response)."""
+    """A script for the page's ``<head>`` that starts fetching the model and the WebAssembly
+    while the page is read (``<link rel=preload>``, as live.js fetches them, so the browser
+    reuses the response); not from ``file://``, where nothing can be fetched."""
     if not view.runs_models:
         return ""
-    files = [f"../_live/{files[0].name}", f"../{ORT}/ort-wasm-simd-threaded.wasm"]
-    return "\n".join(
-        f'<link rel="preload" href="{html.escape(u)}" as="fetch" crossorigin="anonymous">'
-        for u in files
+    urls = [f"../_live/{files[0].name}", f"../{ORT}/ort-wasm-simd-threaded.wasm"]
+    return (
+        '<script>if (location.protocol !== "file:") ' + json.dumps(urls) + ".forEach("
+        'function (u) { var l = document.createElement("link"); l.rel = "preload"; '
+        'l.as = "fetch"; l.crossOrigin = "anonymous"; l.href = u; '
+        "document.head.appendChild(l); });</script>"
     )
 
 
