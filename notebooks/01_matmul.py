@@ -47,8 +47,8 @@ if "google.colab" in sys.modules or os.environ.get("COURSE_COLAB") == "1":
 #   with what it could achieve in theory.
 #
 # **Assumes**: Python and NumPy basics (arrays, slicing, `@`), and what a matrix is.
-# **Core path**: about 40 minutes (sections marked core); the optional sections add about 15
-# minutes, the exercises about 30.
+# **Core path**: about 26 minutes (sections marked core); the optional sections add about 16
+# minutes, the exercises about 55.
 #
 # The chapter follows section 1.1 of the lecture notes {cite}`strabel2023transformers`,
 # equations (1)–(3), and then goes further.
@@ -62,13 +62,13 @@ from course_lib import seed_everything
 from course_lib.checker import check_prediction
 from course_lib.matmul import exercises as check
 from course_lib.matmul.cost import (
-    compare_with_nominal,
     estimate_peak,
-    gflops_sweep,
+    load_stored_sweep,
     matmul_flops,
     matmul_setups,
-    practical_peak,
+    steady_sweep,
 )
+from course_lib.measure import steady
 from course_lib.plotting import heatmap, new_axes, use_style
 
 rng = seed_everything(0)
@@ -80,8 +80,9 @@ np.set_printoptions(precision=3, suppress=True)
 # next to the equations) and `fast` (PyTorch, written to be batched and quick). `check` holds
 # the exercise checkers. PyTorch is imported at the first cell that needs it, so the NumPy
 # half of the chapter runs where it is not installed.
-#
-# ## 1.1 The definition: one entry at a time (core, 6 min)
+
+# %% [markdown]
+# ## 1.1 The definition: one entry at a time (core, 5 min)
 #
 # Take $X \in \mathbb{R}^{n \times m}$ and $Y \in \mathbb{R}^{m \times k}$. The product
 # $XY \in \mathbb{R}^{n \times k}$ is defined entry by entry
@@ -124,8 +125,8 @@ np.testing.assert_allclose(XY, X @ Y)
 np.testing.assert_allclose(XY, ref.matmul_entries(X, Y))
 
 # %% [markdown]
-# Its PyTorch twin, `fast.matmul_entries`, computes the same numbers (section 1.6 says what
-# the twins add):
+# Its PyTorch twin, `fast.matmul_entries`, computes the same numbers (the appendix, "How this
+# chapter is tested", says what the twins add):
 
 # %% tags=["needs-torch"]
 import torch
@@ -136,7 +137,7 @@ XY_torch = fast.matmul_entries(torch.from_numpy(X), torch.from_numpy(Y))  # (2, 
 np.testing.assert_allclose(XY, XY_torch.numpy())
 
 # %% [markdown]
-# ## 1.2 The column view: columns of $XY$ mix the columns of $X$ (core, 4 min)
+# ## 1.2 The column view: columns of $XY$ mix the columns of $X$ (core, 2 min)
 #
 # Fix a column $j$ of the result and collect eq. (1) over all rows $i$ at once
 # {cite}`strabel2023transformers` (eq. 2):
@@ -159,8 +160,9 @@ np.testing.assert_allclose(ref.matmul_columns(X, Y), X @ Y)
 # %% [markdown]
 # Column 1 of $XY$ is $4 \times$ (column 0 of $X$) $+\ 0 \times$ (column 1) $+\ 1 \times$
 # (column 2) $= 4\,(1, 0) + (0, 3) = (4, 3)$.
-#
-# ## 1.3 The row view: rows of $XY$ mix the rows of $Y$ (core, 4 min)
+
+# %% [markdown]
+# ## 1.3 The row view: rows of $XY$ mix the rows of $Y$ (core, 2 min)
 #
 # The same move with a fixed row $i$ gives {cite}`strabel2023transformers` (eq. 3):
 #
@@ -187,7 +189,7 @@ np.testing.assert_allclose(ref.matmul_rows(X, Y), X @ Y)
 np.testing.assert_allclose(ref.matmul_rows(X, Y), ref.matmul_columns(Y.T, X.T).T)
 
 # %% [markdown]
-# ## 1.4 The outer-product view: a sum of rank-1 matrices (core, 6 min)
+# ## 1.4 The outer-product view: a sum of rank-1 matrices (core, 8 min)
 #
 # The notes stop at eq. (3); a fourth reading completes the picture. Instead of fixing an
 # entry, a column or a row, fix the inner index $l$. Column $l$ of $X$ (a vector of length
@@ -196,11 +198,10 @@ np.testing.assert_allclose(ref.matmul_rows(X, Y), ref.matmul_columns(Y.T, X.T).T
 #
 # $$XY = \sum_{l=1}^{m} X_{\cdot l}\, Y_{l \cdot}.$$
 #
-# Each entry of the right-hand side is $\sum_l X_{il} Y_{lj}$, which is eq. (1) again. This
-# view is the one behind **low-rank** updates: a product $BA$ with $B \in \mathbb{R}^{d
-# \times r}$ and $A \in \mathbb{R}^{r \times d}$ is a sum of only $r$ rank-1 terms, so its rank
-# is at most $r$. LoRA (chapter 13) fine-tunes a model by learning such a product with $r \ll
-# d$ {cite}`hu2021lora`.
+# Each entry of the right-hand side is $\sum_l X_{il} Y_{lj}$, which is eq. (1) again. The
+# inner dimension $m$ now counts *terms*: a product is a sum of as many rank-1 matrices as its
+# inner dimension is long. One of the four readings carries a later chapter; an exercise below
+# asks which.
 
 # %%
 terms = ref.outer_terms(X, Y)  # (m, n, k) = (3, 2, 2): one rank-1 matrix per l
@@ -244,7 +245,7 @@ fig.tight_layout()
 plt.show()
 
 # %% [markdown]
-# ## 1.5 Explore the four views (optional, 5 min)
+# ## 1.5 Explore the four views (optional, 2 min)
 #
 # Choose a view and an index: the explorer highlights the parts of $X$ and $Y$ that produce
 # the highlighted part of the result, and prints the formula. (On the website the explorer
@@ -259,29 +260,9 @@ explorer(X, Y)
 # Things to try: in the `column` view, move $j$ and watch all of $X$ stay highlighted (every
 # column of $X$ may contribute); in the `outer` view, each term touches *every* entry of the
 # result.
-#
-# ## 1.6 The PyTorch side, and the proof that the two agree (core, 4 min)
-#
-# The NumPy functions above are written to be read. Their PyTorch twins in
-# `course_lib.matmul.accelerated` have the same names and signatures but work on **stacks**
-# of matrices (any number of leading batch dimensions, broadcast like `@`), on any device, in
-# the input's dtype, and with autograd. Each one vectorises the dimensions its view does not
-# single out, so the Python loop that remains is the one the equation names.
-
-# %% tags=["needs-torch"]
-from course_lib import device_for, get_device
-
-device = get_device()
-dev64 = device_for(torch.float64)  # float64 stays on the CPU on Apple MPS (no float64 there)
-Xb = torch.randn(4, 2, 5, 3, dtype=torch.float64, device=dev64)  # (B1, B2, n, m)
-Yb = torch.randn(3, 6, dtype=torch.float64, device=dev64)  # (m, k), broadcast over the batch
-for name in ("matmul_entries", "matmul_columns", "matmul_rows", "matmul_outer"):
-    out = getattr(fast, name)(Xb, Yb)  # (4, 2, 5, 6)
-    torch.testing.assert_close(out, Xb @ Yb)
-print("shape:", tuple(out.shape), " dtype:", out.dtype)
 
 # %% [markdown]
-# ## 1.7 Batches, broadcasting and `einsum` (core, 7 min)
+# ## 1.6 Batches, broadcasting and `einsum` (core, 4 min)
 #
 # A Transformer never multiplies one matrix: it processes a **batch** of $B$ sequences of $L$
 # tokens, each a vector of width $d$, so activations are tensors of shape $(B, L, d)$. A linear
@@ -319,8 +300,9 @@ print(tuple(scores.shape))
 # $(i, j)$ is the dot product of token $i$'s query with token $j$'s key. Note the shared batch
 # letter `b`: it is carried through, not summed. Forgetting to share it (`"bid,cjd->bcij"`)
 # would compare queries of one sequence with keys of *every* sequence.
-#
-# ## 1.8 Two conventions: $XW$ (the notes) and $W\mathbf{x}$ (the slides) (core, 6 min)
+
+# %% [markdown]
+# ## 1.7 Two conventions: $XW$ (the notes) and $W\mathbf{x}$ (the slides) (core, 3 min)
 #
 # The notes store data as **rows**: $X \in \mathbb{R}^{L \times d}$ has one token per row and
 # a layer computes $XW$ {cite}`strabel2023transformers`. The lecture slides store each object
@@ -343,8 +325,8 @@ print(keys_rows.shape, keys_columns.shape)
 # %% [markdown]
 # PyTorch's `torch.nn.Linear` stores its weight in the slides' orientation, `(out_features,
 # in_features)`, and computes `x @ weight.T`: the column convention on paper, the row
-# convention in memory. When you copy weights between conventions, a transpose is the usual
-# bug, which is why the exercise checkers below look for one.
+# convention in memory. Copying weights between conventions is where layers silently go wrong;
+# an exercise below has such a bug to find.
 
 # %% tags=["needs-torch"]
 lin = torch.nn.Linear(D, Kdim, bias=False, dtype=torch.float64)
@@ -353,7 +335,7 @@ with torch.no_grad():
 np.testing.assert_allclose(lin(torch.from_numpy(Xrows)).detach().numpy(), keys_rows)
 
 # %% [markdown]
-# ## 1.9 What a product costs (optional, 10 min)
+# ## 1.8 What a product costs (optional, 14 min)
 #
 # Each of the $n k$ entries of $XY$ needs $m$ multiplications and $m - 1$ additions, so the
 # exact count is $nk(2m - 1)$. Modern processors execute a **fused multiply-add** (FMA),
@@ -373,104 +355,119 @@ assert matmul_flops(1024, 1024, 1024) == 2 * 1024**3
 # parameters costs $2PT$ FLOPs in the forward pass, because each weight is used in one
 # multiply-add per token.
 #
-# How fast can this machine do them? The theoretical **peak** is cores $\times$ clock $\times$
-# FLOPs per cycle per core. A core with two FMA units, each working on a SIMD register of
-# $w$ single-precision numbers, does $2 \times w \times 2$ FLOPs per cycle: 32 with AVX2
-# ($w = 8$), 64 with AVX-512 ($w = 16$), half that in double precision. The estimate below reads
-# the processor's features and clock from the operating system, so it is a **nominal** peak,
-# good to an order of magnitude and no better: a virtual machine or a CPU with boost reports a
-# clock below the one its cores run at (then real code can beat the "peak"), and cores that
-# split 512-bit operations into two halves, or wait for memory, stay well below it. The
-# ceiling that real code meets, the **practical** peak, is measured: the best large BLAS
-# product below.
+# How fast can a machine do them? The theoretical **peak** of one core is clock $\times$ FLOPs
+# per cycle. A core with two FMA units, each working on a SIMD register of $w$ single-precision
+# numbers, does $2 \times w \times 2$ FLOPs per cycle: 32 with AVX2 ($w = 8$), 64 with AVX-512
+# ($w = 16$), half that in double precision. The estimate below reads the processor's features
+# and clock from the operating system, so it is a **nominal** peak, good to an order of
+# magnitude and no better: a virtual machine or a CPU with boost reports a clock below the one
+# its cores run at (then real code can beat the "peak"), and cores that split 512-bit operations
+# into two halves, or wait for memory, stay well below it.
 
 # %% tags=["nbval-ignore-output"]
-peak = estimate_peak()
-print(peak.explain("float32"))
-print(peak.explain("float64"))
+print(estimate_peak(cores=1).explain("float32"))  # this machine, one core
+print(estimate_peak(cores=1).explain("float64"))
 
 # %% [markdown]
-# Now measure. For square $n \times n$ products we time a pure-Python triple loop, two of the
-# NumPy reference views, `np.matmul` and `torch.matmul` (on the CPU, and on CUDA or MPS when
-# present), and convert the best time to GFLOP/s $= 2n^3 / t / 10^9$. The timings depend on
-# your machine, so the printed numbers below will differ from yours; the shape of the picture
-# will not. (`benchmarks/matmul.py` runs the same sweep up to $n = 8192$.)
+# Now measure. The course ships one sweep, stored in `data/matmul_gflops.json` by
+# `python -m course_lib.matmul.cost`: square $n \times n$ products timed for a pure-Python
+# triple loop, two of the NumPy reference views, `np.matmul` and `torch.matmul`, in float32 and
+# float64, on **one thread** (so that the numbers are per core, like the peak above). It ran on
+# a machine shared with other jobs, so it timed each product by the CPU time of its thread,
+# which leaves out the time spent waiting for a core; every point is the best of 7 interleaved
+# rounds, and a point whose second-best round is more than 25% slower would be flagged
+# "unsteady" (none is). GFLOP/s $= 2n^3 / t / 10^9$:
 
-# %% tags=["needs-torch", "nbval-ignore-output"]
-devices = ["cpu"] + ([str(device)] if device.type != "cpu" else [])
-records = gflops_sweep(
-    matmul_setups(devices), [8, 16, 32, 64, 128, 256, 512, 1024], repeats=3, min_time=0.01
-)
-best = {}
-for r in records:
-    best[r["implementation"]] = max(best.get(r["implementation"], 0), r["gflops"])
-for name, g in best.items():
-    print(f"{name:<28} best {g:9.3f} GFLOP/s")
-cpu_records = [
-    r for r in records if "cuda" not in r["implementation"] and "mps" not in r["implementation"]
-]
-for dtype in ("float32", "float64"):
-    print(
-        "practical peak:",
-        compare_with_nominal(practical_peak(cpu_records, dtype)["gflops"], peak, dtype),
-    )
+# %%
+stored = load_stored_sweep()
+machine = stored["machine"]
+print(f"{machine['cpu']} ({machine['simd']}), {stored['threads']} thread, reported clock", end="")
+print(f" {machine['ghz_reported']:.2f} GHz: nominal peak per core ", end="")
+print(", ".join(f"{v:.0f} GFLOP/s in {d}" for d, v in machine["nominal_gflops"].items()))
+sweep = {}  # implementation -> {n: GFLOP/s}
+for r in stored["records"]:
+    sweep.setdefault(r["implementation"], {})[r["n"]] = r["gflops"]
+print("unsteady points:", [r["n"] for r in stored["records"] if not steady(r)] or "none")
 
-# %% tags=["needs-torch"]
+# %%
 fig, ax = new_axes(
-    "Achieved GFLOP/s of an n x n matrix product",
+    "Achieved GFLOP/s of an n x n product, one thread (the stored run)",
     "n (matrix size)",
     "GFLOP/s (log scale)",
     logx=True,
     logy=True,
     figsize=(7.5, 4.5),
 )
-for name in best:
-    pts = [(r["n"], r["gflops"]) for r in records if r["implementation"] == name]
-    ax.plot(*zip(*pts, strict=True), marker="o", label=name)
-ax.axhline(peak.gflops("float32"), color="black", ls="--", lw=1, label="nominal float32 peak")
-ax.axhline(peak.gflops("float64"), color="grey", ls=":", lw=1, label="nominal float64 peak")
+for name, points in sweep.items():
+    ax.plot(list(points), list(points.values()), marker="o", label=name)
+for dtype, style in (("float32", "--"), ("float64", ":")):
+    nominal = machine["nominal_gflops"][dtype]
+    ax.axhline(nominal, color="grey", ls=style, lw=1, label=f"nominal {dtype} peak")
 ax.legend(fontsize=8, loc="center left", bbox_to_anchor=(1, 0.5))
 fig.tight_layout()
 plt.show()
 
+# %%
+f32, f64 = sweep["np.matmul float32"], sweep["np.matmul float64"]  # {n: GFLOP/s}
+ratios = ", ".join(f"{f32[n] / f64[n]:.1f}" for n in (512, 1024, 2048))
+print("np.matmul, float32 / float64 at n = 512, 1024, 2048:", ratios)
+loop = max(sweep["pure Python triple loop"].values())
+print(f"best np.matmul float64 / best pure-Python loop: {max(f64.values()) / loop:,.0f}")
+share = max(f32.values()) / machine["nominal_gflops"]["float32"]
+print(f"best np.matmul float32 / nominal float32 peak: {share:.0%}")
+
 # %% [markdown]
-# What to notice:
+# What to notice in the stored run (another machine gives other numbers, the same shape):
 #
-# - **More than three orders of magnitude** separate the pure-Python loop (each multiply-add is
-#   several interpreted bytecodes and two boxed floats) from `np.matmul`. The NumPy views sit in
-#   between: they hand NumPy a whole row or outer product at a time, so the interpreter's
-#   cost is paid $n$ or $n^2$ times rather than $n^3$ times.
+# - **About three orders of magnitude** separate the pure-Python loop (each multiply-add is
+#   several interpreted bytecodes and two boxed floats) from `np.matmul`: the best float64
+#   product runs about 1,400 times as fast on the same core. The NumPy views sit in between:
+#   they hand NumPy a whole row or outer product at a time, so the interpreter's cost is paid
+#   $n$ or $n^2$ times rather than $n^3$ times.
 # - `np.matmul` and `torch.matmul` call an optimised BLAS. Small products are dominated by
-#   fixed overheads (a call costs about a microsecond), so GFLOP/s rises with $n$ until the
-#   arithmetic fills the machine, and then levels off: that plateau is the practical peak,
-#   usually a large fraction of the nominal one (above it when the nominal clock is too low). BLAS
-#   libraries reach that plateau by blocking the product into tiles that fit in cache and
-#   registers {cite}`goto2008anatomy`: a product does $2n^3$ FLOPs on $3n^2$ numbers, so each
-#   number loaded can be reused about $n$ times: its *arithmetic intensity* grows with $n$,
-#   which is what lets a large product run at the compute roof rather than the memory roof of
-#   the roofline model {cite}`williams2009roofline`.
-# - float32 runs about twice as fast as float64: a SIMD register holds twice as many numbers.
+#   fixed overheads (a call costs a few microseconds), so GFLOP/s rises with $n$ until the
+#   arithmetic fills the core, and from $n \approx 256$ it levels off: that plateau is the
+#   **practical peak**. Here it is *above* the nominal one (about 118% in float32), most likely
+#   because the clock the system reports is below the one the core runs at (boost). BLAS
+#   libraries reach the plateau by blocking the product into tiles that fit in cache and registers
+#   {cite}`goto2008anatomy`: a product does $2n^3$ FLOPs on $3n^2$ numbers, so each number
+#   loaded can be reused about $n$ times: its *arithmetic intensity* grows with $n$, which is
+#   what lets a large product run at the compute roof rather than the memory roof of the
+#   roofline model {cite}`williams2009roofline`.
+# - **float32 runs about twice as fast as float64** on the plateau (2.1 to 2.2 times): a SIMD
+#   register holds twice as many float32 numbers, so each instruction does twice the work.
 #   This is the first reason Transformers are trained in low precision (chapter 12).
 #
-# ## 1.10 What the notes get right, and what they leave out (core, 3 min)
+# On your own machine, the cell below measures a few sizes live, on all the threads your
+# libraries use and by the wall clock (what you wait for). On a laptop running other programs
+# the numbers move from run to run; the unsteady ones are flagged.
+
+# %% tags=["needs-torch", "nbval-ignore-output", "remove-output"]
+live = steady_sweep(matmul_setups(["cpu"], with_slow=False), [64, 512], rounds=3)
+for r in live:
+    flag = "" if steady(r) else "  (unsteady: rerun on a quieter machine)"
+    print(f"{r['implementation']:28} n = {r['n']:4d}: {r['gflops']:7.1f} GFLOP/s{flag}")
+
+# %% [markdown]
+# ## 1.9 What the notes get right, and what they leave out (core, 2 min)
 #
 # Equations (1)–(3) of the notes are correct as printed, and every one is checked above.
 # Two things they leave implicit are worth saying. First, eq. (1) writes an entry as
 # $X_{i\cdot} Y_{\cdot j}$, a $1 \times m$ row times an $m \times 1$ column: a $1 \times 1$
 # matrix, the inner product. The same two kinds of vector in the other order, a column of $X$
-# times a row of $Y$, give the $n \times k$ rank-1 matrices of section 1.4; the notes never
-# use that reading, and chapter 13 needs it. Second, the notes use the row convention ($XW$)
-# while the slides use the column convention ($W\mathbf{x}$) without saying so; section 1.8
+# times a row of $Y$, give the $n \times k$ rank-1 matrices of section 1.4, a reading the notes
+# never use. Second, the notes use the row convention ($XW$)
+# while the slides use the column convention ($W\mathbf{x}$) without saying so; section 1.7
 # shows the translation. The later chapters follow the notes' row convention throughout.
 
 # %% [markdown]
 # ## Exercises
 #
-# Each exercise gives you a function to write and a checker that runs it against the
-# reference on several inputs, including edge cases, and tells you what is wrong. The cells
-# below start with a stub that raises `NotImplementedError`; replace its body and run the
-# cell. Solutions are folded below each exercise (on the website) or in cells tagged
-# `solution` (in the notebook).
+# Two functions to write and a bug to find, each with a checker that runs your code on several
+# inputs, edge cases included, and tells you what is wrong; then a prediction, a question in
+# words and a stretch problem. The cells with a checker start with a stub that raises
+# `NotImplementedError`; replace its body and run the cell. Solutions are folded below each
+# exercise (on the website) or in cells tagged `solution` (in the notebook).
 #
 # ```{exercise} The product from outer products
 # :label: ex-matmul-outer
@@ -510,36 +507,60 @@ check.outer_product_sum(outer_matmul, require=True)
 # ```
 
 # %% [markdown]
-# ```{exercise} A batched product with einsum
-# :label: ex-matmul-einsum
+# ```{exercise} Find the bug: weights copied into nn.Linear
+# :label: ex-matmul-debug
 #
-# Write `batched(A, B)` that multiplies a stack of matrices `A` of shape $(b, n, m)$ by a stack
-# `B` of shape $(b, m, k)$, pairing `A[s]` with `B[s]`, using a single `np.einsum` call. The
-# result has shape $(b, n, k)$.
+# A colleague moves a layer written in the notes' convention, $y = xW$ with $W$ of shape
+# $(d_\text{in}, d_\text{out})$, into PyTorch. `notes_to_linear(W)` returns the array they copy
+# into `torch.nn.Linear(d_in, d_out).weight`. Their test used a square, symmetric $W$ and
+# passed; with the real weights the layer computes something else. Run the cell, find the bug,
+# and write the fixed function as `to_linear_weight(W)` (a NumPy array in, a NumPy array out).
+# The checker applies your weight the way `nn.Linear` does, `x @ weight.T`, and compares it with
+# `x @ W`.
 # ```
 
 
 # %%
-def batched(A, B):
+def notes_to_linear(W):
+    d_in, d_out = W.shape
+    return W.reshape(d_out, d_in)  # nn.Linear stores (out_features, in_features)
+
+
+x_demo = rng.standard_normal((5, 3))  # (B, d_in)
+W_sym = np.array([[2.0, 1.0, 0.0], [1.0, 3.0, 1.0], [0.0, 1.0, 4.0]])  # their test: symmetric
+for W_demo in (W_sym, rng.standard_normal((3, 4))):  # (d_in, d_out)
+    weight = notes_to_linear(W_demo)  # (d_out, d_in)
+    same = np.allclose(x_demo @ weight.T, x_demo @ W_demo)
+    print(f"W of shape {W_demo.shape}: weight {weight.shape}, x @ weight.T == x @ W: {same}")
+
+
+def to_linear_weight(W):
     raise NotImplementedError  # your code here
 
 
-check.batched_product(batched)
+check.linear_weight(to_linear_weight)
 
 # %% [markdown] tags=["solution"]
-# ```{solution-start} ex-matmul-einsum
+# ```{solution-start} ex-matmul-debug
 # :class: dropdown
 # ```
 
 
 # %% tags=["solution"]
-def batched(A, B):
-    return np.einsum("snm,smk->snk", A, B)  # s shared (batch), m summed
+def to_linear_weight(W):
+    return np.asarray(W).T.copy()  # (d_out, d_in): nn.Linear computes x @ weight.T = x @ W
 
 
-check.batched_product(batched, require=True)
+check.linear_weight(to_linear_weight, require=True)
 
 # %% [markdown] tags=["solution"]
+# `reshape` keeps the numbers in their memory order and cuts them into rows of a new length;
+# only a transpose swaps the roles of the two axes. So the colleague's weight has the right
+# shape and the wrong entries. Their test could not see it: for a square $W$ the reshape returns
+# $W$ itself, and for a *symmetric* $W$, $W = W^\top$, so `x @ W.T` equals `x @ W` whatever the
+# bug. Test conversions on a non-square matrix with distinct entries (and on a non-symmetric
+# square one): both bugs a copy can carry, a reshape and a forgotten transpose, show there.
+#
 # ```{solution-end}
 # ```
 
@@ -595,7 +616,8 @@ check.layer_flops(linear_flops, require=True)
 
 # %%
 prediction = None  # your prediction here, e.g. (1, 2, 3)
-check_prediction(prediction, (np.ones((4, 1, 5, 3)) @ np.ones((2, 3, 6))).shape, what="the shape")
+shape = (np.ones((4, 1, 5, 3)) @ np.ones((2, 3, 6))).shape
+check_prediction(prediction, shape, what="the shape", explanation=check.WHY_SHAPE)
 
 # %% [markdown] tags=["solution"]
 # ```{solution-start} ex-matmul-predict
@@ -605,9 +627,7 @@ check_prediction(prediction, (np.ones((4, 1, 5, 3)) @ np.ones((2, 3, 6))).shape,
 # %% tags=["solution"]
 prediction = (4, 2, 5, 6)  # the last two dimensions multiply: (5, 3) @ (3, 6) -> (5, 6);
 # the batch dimensions (4, 1) and (2,) broadcast, aligned from the right, to (4, 2)
-assert check_prediction(
-    prediction, (np.ones((4, 1, 5, 3)) @ np.ones((2, 3, 6))).shape, what="the shape"
-).passed
+assert check_prediction(prediction, shape, what="the shape", explanation=check.WHY_SHAPE).passed
 
 # %% [markdown] tags=["solution"]
 # ```{solution-end}
@@ -674,13 +694,13 @@ def cheapest_chain(shapes):
 assert cheapest_chain([(10, 1000), (1000, 10), (10, 1000)]) == 400_000
 
 # %% [markdown] tags=["solution"]
-# ```{solution-end}
-# ```
-#
 # Grouping as $(AB)C$ costs 400,000 FLOPs, as $A(BC)$ 40,000,000: a factor of 100 from where
 # the brackets go. Attention meets the same choice: $(QK^\top)V$ is the only order that allows
 # the softmax in between, and linear-attention methods regroup it as $Q(K^\top V)$ precisely to
 # avoid the $L \times L$ matrix.
+#
+# ```{solution-end}
+# ```
 
 # %% [markdown]
 # ## Summary
@@ -688,14 +708,17 @@ assert cheapest_chain([(10, 1000), (1000, 10), (10, 1000)]) == 400_000
 # - $(XY)_{ij}$ is the dot product of row $i$ of $X$ and column $j$ of $Y$ (eq. 1).
 # - Columns of $XY$ are combinations of the columns of $X$ (eq. 2); rows of $XY$ are
 #   combinations of the rows of $Y$ (eq. 3): the view behind attention's weighted averages.
-# - $XY$ is a sum of $m$ rank-1 outer products: the view behind low-rank adaptation.
+# - $XY$ is a sum of $m$ rank-1 outer products: the view behind low-rank adaptation
+#   (chapter 13).
 # - Leading dimensions are batch dimensions and broadcast; `einsum` names every dimension.
 # - The notes write $XW$ with tokens as rows; the slides write $W\mathbf{x}$ with column
 #   vectors; `torch.nn.Linear` stores $W$ as (out, in) and computes $xW^\top$.
-# - A product costs $2nmk$ FLOPs; optimised BLAS reaches the machine's practical peak (the
-#   nominal estimate from clock and SIMD width is only an order of magnitude), a Python loop
-#   reaches a ten-thousandth of it.
-#
+# - A product costs $2nmk$ FLOPs. Optimised BLAS reaches the core's practical peak from
+#   $n \approx 256$ on (the nominal estimate from clock and SIMD width is only an order of
+#   magnitude), about twice as fast in float32 as in float64; a pure-Python loop is over a
+#   thousand times slower (1,360 times in the stored run).
+
+# %% [markdown]
 # ## References
 #
 # - G. Strabel, *Transformers*, lecture notes, 2023, section 1.1 {cite}`strabel2023transformers`.
@@ -708,7 +731,8 @@ assert cheapest_chain([(10, 1000), (1000, 10), (10, 1000)]) == 400_000
 #   {cite}`williams2009roofline`.
 #
 # The full bibliography of the course is on the [References](../book/references.md) page.
-#
+
+# %% [markdown]
 # ## How this chapter is tested
 #
 # `tests/test_matmul.py` checks each view against hand-derived values and `@`, the FLOP counts
@@ -716,7 +740,27 @@ assert cheapest_chain([(10, 1000), (1000, 10), (10, 1000)]) == 400_000
 # exercise checkers against their solutions; `tests/test_conformance.py` runs the NumPy
 # reference and the PyTorch twin of every view on random shapes in float64, float32, float16 and
 # bfloat16, checks their signatures and runs `gradcheck`; `python -m benchmarks.run matmul`
-# measures GFLOP/s up to $n = 8192$.
+# measures GFLOP/s up to $n = 8192$, and `python -m course_lib.matmul.cost` remakes the stored
+# sweep of section 1.8 (`data/matmul_gflops.json`, one thread, CPU time; `data/README.md`).
+
+# %% [markdown]
+# The NumPy functions above are written to be read. Their PyTorch twins in
+# `course_lib.matmul.accelerated` have the same names and signatures but work on **stacks**
+# of matrices (any number of leading batch dimensions, broadcast like `@`), on any device, in
+# the input's dtype, and with autograd. Each one vectorises the dimensions its view does not
+# single out, so the Python loop that remains is the one the equation names.
+
+# %% tags=["needs-torch"]
+from course_lib import device_for, get_device
+
+device = get_device()
+dev64 = device_for(torch.float64)  # float64 stays on the CPU on Apple MPS (no float64 there)
+Xb = torch.randn(4, 2, 5, 3, dtype=torch.float64, device=dev64)  # (B1, B2, n, m)
+Yb = torch.randn(3, 6, dtype=torch.float64, device=dev64)  # (m, k), broadcast over the batch
+for name in ("matmul_entries", "matmul_columns", "matmul_rows", "matmul_outer"):
+    out = getattr(fast, name)(Xb, Yb)  # (4, 2, 5, 6)
+    torch.testing.assert_close(out, Xb @ Yb)
+print("shape:", tuple(out.shape), " dtype:", out.dtype)
 
 # %% [markdown]
 # The two sides agree on the same inputs. The test suite does this for every function,

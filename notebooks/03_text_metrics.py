@@ -48,11 +48,14 @@ if "google.colab" in sys.modules or os.environ.get("COURSE_COLAB") == "1":
 # - compute ROUGE-n in the notes' form and in the forms libraries actually report, and explain
 #   why the numbers differ;
 # - say why sentence-level BLEU needs smoothing, why BLEU scores with different tokenizers are
-#   not comparable, and when a metric ranks systems differently from a human reader.
+#   not comparable, and when a metric ranks systems differently from a human reader;
+# - put a bootstrap interval on a difference of BLEU before believing it;
+# - compute a perplexity and say what it measures, and name what replaced overlap where it
+#   matters: learned metrics and structured human judgements.
 #
 # **Assumes**: Python (lists, dictionaries, `collections.Counter`), logarithms. No earlier
-# chapter is needed; nothing later depends on it (a side track). **Core path**: about 45 minutes
-# (sections marked core); the optional sections add about 20 minutes, the exercises about 40.
+# chapter is needed; nothing later depends on it (a side track). **Core path**: about 60 minutes
+# (sections marked core); the optional sections add about 24 minutes, the exercises about 50.
 #
 # The chapter follows section 1.3 of the lecture notes {cite}`strabel2023transformers`,
 # definitions 1.2–1.7 and equations (5)–(12), then goes on to practice.
@@ -71,6 +74,7 @@ from course_lib import seed_everything
 from course_lib.checker import check_prediction
 from course_lib.plotting import new_axes, use_style
 from course_lib.text_metrics import (
+    BigramLM,
     bleu_from_stats,
     brevity_penalty,
     clipped_counts,
@@ -83,6 +87,8 @@ from course_lib.text_metrics import (
     lcs_length,
     ngram_counts,
     ngrams,
+    paired_bootstrap,
+    perplexity,
     rouge_l,
     rouge_n,
     rouge_n_pairs,
@@ -101,12 +107,13 @@ use_style()
 # %% [markdown]
 # Everything here lives in `course_lib.text_metrics`: plain Python, because counting words
 # involves no array maths to mirror in NumPy and PyTorch. `check` holds the exercise checkers.
-#
+
+# %% [markdown]
 # ## 3.1 Tokens and n-grams (core, 4 min)
 #
 # The notes treat a sentence as a string $y = y_1 \dots y_K$ of symbols. In practice the
 # symbols are *tokens*, usually words and punctuation marks, produced by a tokenizer (section
-# 3.10 shows that the choice matters). An **n-gram** is a run of $n$ consecutive tokens, and
+# 3.12 shows that the choice matters). An **n-gram** is a run of $n$ consecutive tokens, and
 # the notes collect the n-grams of $y$ in a set {cite}`strabel2023transformers` (eq. 5):
 #
 # $$G_n(y) = \{y_1 \dots y_n,\; y_2 \dots y_{n+1},\; \dots,\; y_{K-n+1} \dots y_K\}.$$
@@ -140,8 +147,9 @@ def count_ngrams(tokens, n):
 for n in (1, 2, 3, 7):
     assert count_ngrams(y, n) == ngram_counts(y, n)
 print(count_ngrams(y, 1).most_common(2))
-#
-# ## 3.2 Counting occurrences, and an off-by-one in the notes (core, 5 min)
+
+# %% [markdown]
+# ## 3.2 Counting occurrences, and an off-by-one in the notes (core, 4 min)
 #
 # For a string $s = s_1 \dots s_M$ the notes define the **substring count** of $s$ in $y$
 # {cite}`strabel2023transformers` (eq. 6) as
@@ -156,21 +164,19 @@ print(count_ngrams(y, 1).most_common(2))
 # The correct definition is
 #
 # $$C(s, y) = \left|\{\, i \mid 1 \le i \le K - M + 1,\; y_i \dots y_{i+M-1} = s \,\}\right|.$$
+#
+# (The notes' letters: $K$ is the length of $y$, $M$ that of $s$; from eq. (7) on, $M$ counts
+# the candidates of a corpus.)
 
 # %%
 M = 2
 print("window lengths of the literal eq. (6):", {len(y[i : i + M + 1]) for i in range(len(y) - M)})
-y2 = "the cat sat on the cat".split()
-s = ["the", "cat"]
-print(
-    "correct bound:", substring_count(s, y2), "   printed bound:", substring_count_as_printed(s, y2)
-)
-print(
-    "'mat' in y:   ",
-    substring_count(["mat"], y),
-    "   printed bound:",
-    substring_count_as_printed(["mat"], y),
-)
+y2, s = "the cat sat on the cat".split(), ["the", "cat"]
+for needle, text in ((s, y2), (["mat"], y)):
+    right, printed = substring_count(needle, text), substring_count_as_printed(needle, text)
+    print(
+        f"{' '.join(needle)!r:9} in {' '.join(text)!r}: {right}, with the printed bound {printed}"
+    )
 assert substring_count(s, y2) == 2 and substring_count_as_printed(s, y2) == 1
 assert substring_count(["mat"], y) == 1 and substring_count_as_printed(["mat"], y) == 0
 
@@ -180,8 +186,9 @@ assert substring_count(["mat"], y) == 1 and substring_count_as_printed(["mat"], 
 # would drop every candidate's last n-gram from both the numerator and the denominator of the
 # precision, and a one-word candidate would have no unigram at all. Everything below uses the
 # correct bound, which is also what every BLEU implementation counts.
-#
-# ## 3.3 Modified n-gram precision: clipping (core, 6 min)
+
+# %% [markdown]
+# ## 3.3 Modified n-gram precision: clipping (core, 7 min)
 #
 # A first idea for scoring a candidate: the fraction of its n-grams that appear in some
 # reference. Papineni et al. show why that fails {cite}`papineni2002bleu`: the candidate
@@ -199,15 +206,9 @@ assert substring_count(["mat"], y) == 1 and substring_count_as_printed(["mat"], 
 cand = "the the the the the the the".split()
 refs = ["the cat is on the mat".split(), "there is a cat on the mat".split()]
 in_some_ref = sum(1 for t in cand if any(t in r for r in refs))
-print(
-    "unclipped:",
-    in_some_ref,
-    "/",
-    len(cand),
-    "   clipped (matches, total):",
-    clipped_counts(cand, refs, 1),
-)
-assert clipped_counts(cand, refs, 1) == (2, 7)  # "the" occurs at most twice in one reference
+clipped = clipped_counts(cand, refs, 1)  # (matches, total)
+print(f"unclipped: {in_some_ref} / {len(cand)}   clipped: {clipped[0]} / {clipped[1]}")
+assert clipped == (2, 7)  # "the" occurs at most twice in one reference
 
 # %% [markdown]
 # The first reference contains "the" twice, the second once; the maximum, 2, caps the credit.
@@ -249,7 +250,7 @@ print(f"corpus p_1 = 25/32 = {corpus_p1:.4f}   mean of sentence p_1 = {mean_p1:.
 assert both.matches[0] == 25 and both.totals[0] == 32
 
 # %% [markdown]
-# ## 3.4 The brevity penalty and the effective reference length (core, 6 min)
+# ## 3.4 The brevity penalty and the effective reference length (core, 10 min)
 #
 # Precision alone rewards saying little: the candidate "the cat" has $p_1 = p_2 = 1$
 # against "the cat is on the mat". BLEU therefore multiplies by a **brevity penalty**
@@ -262,6 +263,51 @@ assert both.matches[0] == 25 and both.totals[0] == 32
 # reference length*: for each sentence, the length of the reference closest in length to the
 # candidate. If $c \ge r$ the exponent is 0 and nothing is penalised (a long candidate already
 # pays through lower precision); if $c < r$, $\mathrm{BP} = e^{1 - r/c} < 1$.
+
+# %% [markdown] tags=["worksheet"]
+# ```{exercise} Predict, then check: BLEU of a perfect but short candidate
+# :label: ex-metrics-predict
+#
+# The candidate "the cat sat" is scored against the single reference "the cat sat on the mat"
+# with BLEU-2 (uniform weights over 1- and 2-grams). Both precisions are 1. Predict the score
+# to three decimals, then run the cell (the figure after it shows the answer).
+# ```
+
+# %% tags=["worksheet"]
+prediction = None  # your prediction here
+short_bleu = sentence_bleu("the cat sat", ["the cat sat on the mat"], weights=(0.5, 0.5)).score
+check_prediction(
+    prediction,
+    round(short_bleu, 3),
+    what="BLEU-2",
+    rtol=0,
+    atol=0.0005,
+    explanation=check.WHY_SHORT_BLEU,
+)
+
+# %% [markdown] tags=["solution"]
+# ```{solution-start} ex-metrics-predict
+# :class: dropdown
+# ```
+
+# %% tags=["solution"]
+prediction = round(math.exp(1 - 6 / 3), 3)  # both precisions are 1; BP = exp(1 - r/c) = e^-1
+assert check_prediction(
+    prediction,
+    round(short_bleu, 3),
+    what="BLEU-2",
+    rtol=0,
+    atol=0.0005,
+    explanation=check.WHY_SHORT_BLEU,
+).passed
+
+# %% [markdown] tags=["solution"]
+# The geometric mean of two precisions of 1 is 1, so the whole score is the brevity penalty:
+# $c = 3$, $r = 6$, $\mathrm{BP} = e^{1 - 6/3} = e^{-1} \approx 0.368$. A candidate half as long
+# as its reference loses almost two thirds of its score, however right its words are.
+#
+# ```{solution-end}
+# ```
 
 # %%
 fig, ax = new_axes(
@@ -287,18 +333,10 @@ assert brevity_penalty(500, 1000) == math.exp(1 - 2)
 # would penalise a candidate that is as long as one of its references allows.
 
 # %%
-cand5 = "a b c d e"
-refs46 = ["a b c d", "a b c d e f"]  # lengths 4 and 6: both at distance 1
-print("r with the shorter reference:", closest_reference_length(5, [4, 6]))
-print(
-    "BP if the shorter one is used:",
-    brevity_penalty(5, 4),
-    "  if the longer:",
-    round(brevity_penalty(5, 6), 4),
-)
-theirs = sacrebleu.corpus_bleu([cand5], [[refs46[0]], [refs46[1]]], tokenize="none")
-print("sacrebleu's effective reference length:", theirs.ref_len)
-assert theirs.ref_len == closest_reference_length(5, [4, 6]) == 4
+r_tie = closest_reference_length(5, [4, 6])  # a candidate of 5 tokens, references of 4 and 6
+print(f"r = {r_tie}; BP = {brevity_penalty(5, 4)} with it, {brevity_penalty(5, 6):.4f} with 6")
+theirs = sacrebleu.corpus_bleu(["a b c d e"], [["a b c d"], ["a b c d e f"]], tokenize="none")
+assert theirs.ref_len == r_tie == 4  # sacrebleu's effective reference length
 
 # %% [markdown]
 # ## 3.5 BLEU: a weighted geometric mean (core, 4 min)
@@ -341,10 +379,11 @@ for w in [(0.5, 0.5), (0.4, 0.3, 0.2, 0.1)]:
 # %% [markdown]
 # A geometric mean is only as strong as its weakest factor: if **any** order with a positive
 # weight has $p_n = 0$, then $\ln p_n = -\infty$ and BLEU is 0, whatever the other precisions.
-# Section 3.9 returns to this, because for single sentences it is the rule, not the
+# Section 3.11 returns to this, because for single sentences it is the rule, not the
 # exception.
-#
-# ## 3.6 ROUGE-n, and why its definitions differ (core, 8 min)
+
+# %% [markdown]
+# ## 3.6 ROUGE-n, and why its definitions differ (core, 6 min)
 #
 # BLEU asks how much of the candidate is supported by the references (precision). ROUGE, made
 # for summaries, asks how much of the references the candidate covers (recall)
@@ -406,8 +445,9 @@ print("rouge-score:", multi)
 # test suite checks every variant against an independent computation and against
 # `rouge-score` on the whole data set. When you read "ROUGE-2 = 0.4" in a paper, the variant
 # (and the tokenizer, and whether stemming was on) is part of the number.
-#
-# ### ROUGE-L and chrF: word order, and parts of words
+
+# %% [markdown]
+# ## 3.7 ROUGE-L and chrF: word order, and parts of words (optional, 5 min)
 #
 # The notes stop at ROUGE-n, but two more scores are reported beside BLEU and ROUGE-n in almost
 # every paper, because they see what n-grams miss.
@@ -415,16 +455,23 @@ print("rouge-score:", multi)
 # **ROUGE-L** measures the **longest common subsequence** (LCS): the longest sequence of words
 # that occurs in both sentences in the same order, with gaps allowed {cite}`lin2004rouge`. For a
 # candidate of $m$ words, a reference of $n$ words and an LCS of length $\ell$,
-# $P = \ell/m$, $R = \ell/n$ and ROUGE-L is their F-measure. It needs no choice of $n$, and it
-# rewards the right order even when the words are not adjacent. (ROUGE-Lsum, for summaries of
+# $P = \ell/m$ and $R = \ell/n$. Lin defines ROUGE-L as the F-measure
+# $(1 + \beta^2) P R / (R + \beta^2 P)$ and, for his DUC evaluations, let $\beta$ grow so large
+# that the score is the recall alone; `rouge-score`, and we, report the balanced $F_1$
+# ($\beta = 1$). It needs no choice of $n$, and it rewards the right order even when the words
+# are not adjacent. (ROUGE-Lsum, for summaries of
 # several sentences, takes for each reference sentence the union of its LCS with every candidate
 # sentence; `rouge_lsum` implements it.)
 #
 # **chrF** counts **character** n-grams of orders 1 to 6 (spaces removed), pools precision and
-# recall over the corpus per order, averages them over the orders and combines them with
-# $\beta = 2$, so recall weighs twice as much as precision {cite}`popovic2015chrf`. "cats" and
-# "cat" share the 1-, 2- and 3-grams of "cat", so a wrong word ending costs a little, not a whole
-# word. chrF++ adds word unigrams and bigrams.
+# recall over the corpus per order, averages them over the orders and combines them in an
+# F-score $F_\beta$ that weighs recall $\beta$ times as much as precision
+# {cite}`popovic2015chrf`. Popović's first paper reported $\beta = 1$ and $\beta = 3$ (chrF3
+# agreed best with human rankings of sentences); her later study of $\beta$
+# {cite}`popovic2016chrf` settled on $\beta = 2$, the default of her chrF++ tool
+# {cite}`popovic2017chrf` and of sacrebleu, which we use. "cats" and "cat" share the 1-, 2- and
+# 3-grams of "cat", so a wrong word ending costs a little, not a whole word. chrF++ adds word
+# unigrams and bigrams.
 
 # %%
 a, b = "the cat lay on a mat".split(), "the cat sat on the mat".split()
@@ -443,8 +490,9 @@ assert (
 # "cats" earns most of the credit of "cat"; "dog" earns none. Both scores agree with the
 # implementations the field uses, `rouge-score` (ROUGE-L, ROUGE-Lsum) and `sacrebleu` (chrF,
 # chrF++), to $10^{-9}$ (the appendix, "How this chapter is tested", shows the check).
-#
-# ## 3.7 An evaluation set made for this chapter (core, 3 min)
+
+# %% [markdown]
+# ## 3.8 An evaluation set made for this chapter (core, 4 min)
 #
 # To see the metrics at work we need candidates of known quality. `data/translation_eval`
 # holds 50 German sentences written for the course, three English reference translations
@@ -466,8 +514,10 @@ for name, desc in data.descriptions.items():
 # order. Both are made from **reference 1**, so reference 1 must not score them: a system
 # compared with the very sentence it was copied from matches almost every n-gram, which is
 # leakage, not a property of the metric. From here on every system is scored against
-# references 2 and 3 only (`H`, the held-out references). Here is one sentence through every
-# system:
+# references 2 and 3 only (`H`, the held-out references). Beside the six systems the set holds a
+# **control** for "negated", `data.paraphrased`: reference 1 with one edit, written by hand, that
+# keeps the meaning, at the place of the negated system's edit where English allows. Here is one
+# sentence through every system, and its control:
 
 # %%
 i = 13
@@ -476,13 +526,16 @@ for j, ref in enumerate(R[i]):
     print(f"reference {j + 1}:", ref)
 for name, lines in data.systems.items():
     print(f"{name:11}", lines[i])
+print("paraphrased", data.paraphrased[i])
 
 # %% [markdown]
-# ## 3.8 Ranking the systems (core, 8 min)
+# ## 3.9 Ranking the systems (core, 12 min)
 #
 # We score every system against the held-out references 2 and 3 with corpus BLEU-4 (13a
 # tokenization), the mean over sentences of ROUGE-1 and ROUGE-2 as eq. (12) defines them and of
-# the ROUGE-2 and ROUGE-L F-measures that `rouge-score` reports, and corpus chrF.
+# the ROUGE-2 and ROUGE-L F-measures that `rouge-score` reports, and corpus chrF (ROUGE-L and
+# chrF are the two scores of optional section 3.7: the longest common subsequence, and
+# character n-grams).
 
 # %%
 H = [refs[1:] for refs in R]  # references 2 and 3: the adversarial systems were made from 1
@@ -521,41 +574,153 @@ ax.set_xticks(x, data.human_order)
 ax.legend(fontsize=8, ncol=2)
 fig.tight_layout()
 plt.show()
+leaked = {s: corpus_bleu(data.systems[s], R).score for s in ("negated", "human")}
+print("BLEU against all three references:", ", ".join(f"{s} {v:.2f}" for s, v in leaked.items()))
 
 # %% [markdown]
-# The "human order" here is the order the systems were built in (the human translation, then
-# more and more corruption, the two useless systems last); Kendall's $\tau$ measures agreement
-# with that construction, not with judgements of real readers. What to notice:
+# The "human order" is the order of construction (section 3.8), and Kendall's $\tau$ measures
+# agreement with it, not with judgements of real readers. What to notice:
 #
 # - **Within the noise ladder the metrics agree with the construction**: human > good > fair >
 #   poor under every metric. Averaged over a corpus, overlap does track degradation.
-# - **BLEU cannot see a reversal of meaning**: "negated" (reference 1 with one word negated)
-#   and the human translation score the same BLEU, 0.32, against references they were not made
-#   from. Overlap with references cannot tell a different-but-right sentence from a
-#   similar-but-wrong one {cite}`callisonburch2006reevaluating`. (Scored against all three
-#   references, "negated" would get a BLEU of 0.72, far above the human's 0.46: that gap is
-#   the leak from reference 1, not a property of BLEU.)
 # - **ROUGE-1 puts "scrambled" first**: unigram recall ignores order entirely. BLEU's higher
 #   orders, ROUGE-2 and ROUGE-L (the LCS of a shuffled sentence is short) put it last.
-# - chrF ranks "negated" below the human translation (the negation adds characters that match
-#   nothing), but still well above "fair".
-# - eq. (12)'s ROUGE exceeds 1 (two references each add a recall of up to 1).
+# - **"negated" sits next to the human translation** under BLEU and well above "fair" under
+#   every metric, although it says the opposite of its source. (Scored against all three
+#   references it gets a BLEU of 0.72, far above the human's 0.46, printed under the figure:
+#   that gap is the leak from reference 1, not a property of BLEU.)
+#
+# **Are the gaps real?** The ladder rests on one draw of corruptions over 50 sentences. Koehn's
+# **paired bootstrap** {cite}`koehn2004statistical` resamples the 50 sentences with replacement
+# 1,000 times, scores both systems on each resample and reports the middle 95% of the
+# differences:
 
 # %%
-assert [scores["BLEU-4"][s] for s in ("human", "good", "fair", "poor")] == sorted(
-    [scores["BLEU-4"][s] for s in ("human", "good", "fair", "poor")], reverse=True
-)
-assert abs(scores["BLEU-4"]["negated"] - scores["BLEU-4"]["human"]) < 0.005  # a tie
-assert round(scores["BLEU-4"]["human"], 2) == 0.32
-assert round(corpus_bleu(data.systems["negated"], R).score, 2) == 0.72  # with the leak
-assert max(scores["ROUGE-1 (eq. 12)"], key=scores["ROUGE-1 (eq. 12)"].get) == "scrambled"
-for m in ("BLEU-4", "ROUGE-2 (eq. 12)", "ROUGE-L F"):
-    assert min(scores[m], key=scores[m].get) == "scrambled", m
-assert scores["chrF"]["human"] > scores["chrF"]["negated"] > scores["chrF"]["fair"]
-assert min(scores["ROUGE-1 (eq. 12)"].values()) > 0.9
+one_edit = {"reference 1": [refs[0] for refs in R], "paraphrased": data.paraphrased}
+sentence_stats = {  # per-sentence BLEU statistics against references 2 and 3
+    name: corpus_stats(lines, H, per_sentence=True)
+    for name, lines in [*data.systems.items(), *one_edit.items()]
+}
+for a, b in (("human", "good"), ("good", "fair"), ("fair", "poor"), ("human", "negated")):
+    print(f"{a} - {b}:".ljust(17), paired_bootstrap(sentence_stats[a], sentence_stats[b]))
 
 # %% [markdown]
-# ## 3.9 Sentence-level BLEU, zero precisions and smoothing (optional, 8 min)
+# Every step of the ladder clears 0, so its order is not an accident of the 50 sentences. The
+# human translation and "negated" tie: $-0.002$, inside $\pm 0.06$ (and their order flips with
+# the tokenizer, section 3.12).
+#
+# **Can BLEU see a reversal of meaning?** The tie does not show it: "negated" is reference 1
+# edited. The control isolates the edit: reference 1, "paraphrased" and
+# "negated" differ in one word per sentence, and only that word's meaning separates the last
+# two. Predict before you run the cell: how far apart will the control and "negated" land,
+# next to how far both fall below reference 1?
+
+# %%
+one_edit["negated"] = data.systems["negated"]  # each one word away from reference 1
+print(f"{'against references 2 and 3':26} {'BLEU-4':>7} {'chrF':>6}")
+for name, lines in one_edit.items():
+    print(f"{name:26} {corpus_bleu(lines, H).score:7.3f} {corpus_chrf(lines, H).score:6.3f}")
+for a, b in zip(
+    ["reference 1", "reference 1", "paraphrased"], ["paraphrased", "negated", "negated"]
+):
+    print(f"{a} - {b}:".ljust(26), paired_bootstrap(sentence_stats[a], sentence_stats[b]))
+
+# %% [markdown]
+# BLEU registers the edit: one word costs reference 1 about 0.07 when the meaning is kept and
+# 0.10 when it is reversed. The two costs are alike, and the 0.03 between them has an interval
+# that reaches 0: BLEU counts the n-grams an edit breaks, not what the word means
+# {cite}`callisonburch2006reevaluating`. chrF: 0.04 and 0.07, without an interval. The control
+# shows a second bias too: a synonym the references do not use ("shut" where both write
+# "closed", "10" for "ten") costs nearly as much as an error.
+
+# %% [markdown]
+# ## 3.10 Beyond overlap: perplexity, learned metrics and people (core, 9 min)
+#
+# **Perplexity** scores a *language model* on text it did not train on
+# {cite}`jelinek1977perplexity`. The model gives each next token $y_t$ a probability; the mean of
+# the negative logs over the $T$ tokens of a held-out text is chapter 2's cross-entropy (eq.
+# 2.6), per token, and its exponential is the perplexity:
+#
+# $$\mathrm{PPL} = \exp\Big(-\frac{1}{T}\sum_{t=1}^{T} \log p(y_t \mid y_1 \dots y_{t-1})\Big).$$
+#
+# Lower is better. Two perplexities are comparable only over the same tokens: a model that cuts
+# words into more pieces has more, easier predictions to make (chapter 7).
+
+# %% [markdown] tags=["worksheet"]
+# ```{exercise} Predict, then check: the perplexity of knowing nothing
+# :label: ex-metrics-predict-perplexity
+#
+# A model gives every one of its $V = 2000$ tokens the same probability, whatever came before.
+# What is its perplexity on any text? Predict, then run the cell.
+# ```
+
+# %% tags=["worksheet"]
+prediction = None  # your prediction here
+uniform_ppl = perplexity([math.log(1 / 2000)] * 25)  # 25 tokens, each of probability 1/2000
+check_prediction(
+    prediction, uniform_ppl, what="the perplexity", rtol=0.01, explanation=check.WHY_PERPLEXITY
+)
+
+# %% [markdown] tags=["solution"]
+# ```{solution-start} ex-metrics-predict-perplexity
+# :class: dropdown
+# ```
+
+# %% tags=["solution"]
+prediction = 2000  # -log(1/2000) per token, and exp(log 2000) = 2000
+assert check_prediction(
+    prediction, uniform_ppl, what="the perplexity", rtol=0.01, explanation=check.WHY_PERPLEXITY
+).passed
+
+# %% [markdown] tags=["solution"]
+# So perplexity reads as a number of choices: a model of perplexity 20 is, on average, as unsure
+# as one that picks uniformly among 20 tokens, and a model of perplexity 2000 over 2000 tokens
+# has learned nothing.
+#
+# ```{solution-end}
+# ```
+
+# %% [markdown]
+# Turned around, a language model can rate texts: how predictable a system's output is to a
+# model of good text is a rough score of fluency. The smallest language model there is, a word
+# bigram model with add-$k$ smoothing ($p(b \mid a) = (C(a\,b) + k)/(C(a) + kV)$ over $V$ words,
+# `BigramLM`), trained on references 2 and 3, scores every output:
+
+# %%
+lm = BigramLM([tokenize(r.lower(), "13a") for refs in H for r in refs], k=0.1)  # 100 sentences
+for name, lines in [*data.systems.items(), ("paraphrased", data.paraphrased)]:
+    log_probs = [lp for line in lines for lp in lm.log_probs(tokenize(line.lower(), "13a"))]
+    print(f"{name:11} perplexity {perplexity(log_probs):6.1f}")
+
+# %% [markdown]
+# The bigram model orders the noise ladder, and "scrambled" is far behind the rest: its word
+# pairs are ones good English never has, which ROUGE-1 could not see. But "negated" is as
+# predictable as the human translation. Perplexity measures how expected a text is, not whether
+# it is right, and a model's perplexity on its *own* output measures no quality at all:
+# repetitive, degenerate text is very predictable {cite}`holtzman2020curious`.
+#
+# **Learned metrics** compare meanings instead of strings, with a pretrained network. BERTScore
+# {cite}`zhang2020bertscore` matches each candidate token to the most similar reference token in
+# the contextual embeddings of a BERT-like encoder (chapter 9) and reports a precision, a recall
+# and an F over those similarities. BLEURT {cite}`sellam2020bleurt` and COMET
+# {cite}`rei2020comet` are trained to predict human ratings of translations; COMET also reads the
+# source sentence. In the metrics shared tasks of the WMT conference they agree with expert
+# judgements far better than BLEU {cite}`freitag2022results`, and a study of thousands of system
+# comparisons found BLEU among the least reliable metrics for deciding which of two systems
+# people prefer {cite}`kocmi2021ship`. They need a model of hundreds of millions of weights (so
+# this chapter does not run one) and share its blind spots.
+#
+# **People** remain the reference. In *direct assessment* raters score each translation on a
+# 0 to 100 scale, and each rater's scores are standardised before averaging
+# {cite}`graham2013continuous`. In *MQM* (Multidimensional Quality Metrics) professional
+# translators mark every error, with a category (accuracy, fluency, terminology, ...) and a
+# severity, and the score is a weighted count of errors; ratings by non-expert crowd workers can
+# rank systems differently {cite}`freitag2021experts`. The practice this chapter argues for:
+# report overlap metrics with their settings so that others can compare, decide with a learned
+# metric and an interval, and conclude with people.
+
+# %% [markdown]
+# ## 3.11 Sentence-level BLEU, zero precisions and smoothing (optional, 10 min)
 #
 # BLEU was designed for corpora. On one sentence, a candidate with no matching 4-gram, common
 # for short or loosely worded sentences, has $p_4 = 0$ and BLEU 0 however good its words are.
@@ -564,14 +729,14 @@ assert min(scores["ROUGE-1 (eq. 12)"].values()) > 0.9
 
 # %%
 per_sentence = {
-    name: corpus_stats(lines, R, per_sentence=True) for name, lines in data.systems.items()
+    name: corpus_stats(lines, H, per_sentence=True) for name, lines in data.systems.items()
 }
 print(f"{'system':10} {'BLEU = 0':>9} {'mean sentence BLEU':>19} {'corpus BLEU':>12}")
 for name, stats_list in per_sentence.items():
     sent = [bleu_from_stats(s).score for s in stats_list]
     print(
         f"{name:10} {np.mean([v == 0 for v in sent]):9.0%} {np.mean(sent):19.3f} "
-        f"{corpus_bleu(data.systems[name], R).score:12.3f}"
+        f"{corpus_bleu(data.systems[name], H).score:12.3f}"
     )
 perfect = sentence_bleu("the cat sat", ["the cat sat"])  # 3 tokens: no 4-gram at all
 print("a perfect 3-token candidate:", perfect.score, " totals per order:", perfect.totals)
@@ -581,8 +746,8 @@ print(
 )
 
 # %% [markdown]
-# For the "fair" system about three sentences in four score exactly 0, and the mean of
-# sentence scores is far below the corpus score. Even a candidate identical to its reference
+# Even for the human translation half the sentences score exactly 0 (for "fair", 86%), and the
+# mean of sentence scores is far below the corpus score. Even a candidate identical to its reference
 # scores 0 if it has fewer than four tokens, because $p_4$ is $0/0$; `effective_order=True`
 # drops the orders a sentence is too short to have. Corpus BLEU avoids both problems because a
 # corpus practically always contains some matching 4-gram.
@@ -606,7 +771,7 @@ fig, ax = new_axes(
 print(f"{'smoothing':9} {'mean sentence BLEU':>19} {'corpus BLEU':>12}")
 for smoothing in ("none", "floor", "add-k", "exp"):
     sent = [bleu_from_stats(s, smoothing=smoothing).score for s in per_sentence["fair"]]
-    corpus_value = corpus_bleu(data.systems["fair"], R, smoothing=smoothing).score
+    corpus_value = corpus_bleu(data.systems["fair"], H, smoothing=smoothing).score
     print(f"{smoothing:9} {np.mean(sent):19.3f} {corpus_value:12.4f}")
     ax.hist(sent, bins=np.linspace(0, 1, 21), histtype="step", lw=1.5, label=smoothing)
 ax.legend()
@@ -623,15 +788,15 @@ plt.show()
 # %%
 for smoothing in ("floor", "exp"):
     assert (
-        corpus_bleu(data.systems["fair"], R, smoothing=smoothing).score
-        == corpus_bleu(data.systems["fair"], R).score
+        corpus_bleu(data.systems["fair"], H, smoothing=smoothing).score
+        == corpus_bleu(data.systems["fair"], H).score
     )
-ours = sentence_bleu(data.systems["fair"][0], R[0], smoothing="exp", effective_order=True)
-theirs = sacrebleu.sentence_bleu(data.systems["fair"][0], R[0])  # sacrebleu's sentence defaults
+ours = sentence_bleu(data.systems["fair"][0], H[0], smoothing="exp", effective_order=True)
+theirs = sacrebleu.sentence_bleu(data.systems["fair"][0], H[0])  # sacrebleu's sentence defaults
 assert abs(100 * ours.score - theirs.score) < 1e-9
 
 # %% [markdown]
-# ## 3.10 Tokenization changes the score (optional, 5 min)
+# ## 3.12 Tokenization changes the score (optional, 4 min)
 #
 # BLEU counts tokens, so the tokenizer is part of the metric {cite}`post2018call`. Three
 # common choices, on one of our sentences:
@@ -672,7 +837,7 @@ assert bleu_by_tok["char"]["scrambled"] > bleu_by_tok["char"]["fair"]
 assert bleu_by_tok["13a"]["scrambled"] < bleu_by_tok["13a"]["fair"]
 
 # %% [markdown]
-# ## 3.11 Explore BLEU (optional, 5 min)
+# ## 3.13 Explore BLEU (optional, 2 min)
 #
 # Edit the candidate or the references (one per line): each row shows the candidate's tokens
 # coloured by order $n$ (green: covered by a clipped match; orange: its n-gram occurs in a
@@ -688,8 +853,9 @@ bleu_explorer("the the cat sat on on the mat", ["the cat sat on the mat", "a cat
 # %% [markdown]
 # Things to try: delete words from the end and watch BP fall once $c < r$; repeat a word and
 # watch it turn orange; switch the tokenizer to `none` and add a period to one side only.
-#
-# ## 3.12 What the notes get wrong, and what they leave open (core, 3 min)
+
+# %% [markdown]
+# ## 3.14 What the notes get wrong, and what they leave open (optional, 3 min)
 #
 # - **Eq. (6), the substring count**, is off by one twice: the window $y_i \dots y_{i+M}$ has
 #   $M + 1$ tokens, and the bound $i + M \le K$ stops one start position early. Correct:
@@ -702,7 +868,7 @@ bleu_explorer("the the cat sat on on the mat", ["the cat sat on the mat", "a cat
 # - **Eq. (11), BLEU**, is undefined when some $p_n = 0$ ($\ln 0$) or when no candidate has an
 #   n-gram of order $n$ ($p_n = 0/0$), which is the normal case for single sentences. The
 #   conventions used by every implementation (BLEU = 0; `effective_order`; smoothing) are not
-#   in the notes (section 3.9).
+#   in the notes (section 3.11).
 # - **Eq. (12), ROUGE-n**, writes $C(s, y)$ with an unbound $y$ (it must be $y^{(i)}$), and its
 #   sum of per-reference recalls is not a recall: it lies in $[0, N]$ and grows with the number
 #   of references. Lin's definition pools the counts, or takes the best reference
@@ -715,29 +881,51 @@ bleu_explorer("the the cat sat on on the mat", ["the cat sat on the mat", "a cat
 # %%
 assert substring_count_as_printed(["mat"], y) == 0 != substring_count(["mat"], y)  # eq. (6)
 assert closest_reference_length(5, [6, 4]) == 4  # the tie rule
-assert rouge_n("a b", ["a b", "a b", "a b"], 1) == 3.0  # eq. (12) grows with the references
-
-# %% [markdown]
 
 # %% [markdown]
 # ## Exercises
 #
-# Each exercise gives you a function to write and a checker that runs it on several inputs,
-# including edge cases, and tells you what is wrong. Replace the body of the stub and run the
-# cell. Solutions are folded below each exercise (on the website) or in cells tagged
-# `solution` (in the notebook). Sentences are lists of tokens.
+# A bug to find and two functions to write, each with a checker that runs your code on several
+# inputs, edge cases included, and says what is wrong; then a question in words and a stretch
+# problem (the chapter's two predictions are in sections 3.4 and 3.10). Replace the body of
+# each stub and run its cell. Solutions are folded below each exercise (on the website) or in
+# cells tagged `solution` (in the notebook). Sentences are lists of tokens.
 #
-# ```{exercise} Clipped counts
+# ```{exercise} Find the bug: a clipped precision that is almost right
 # :label: ex-text-metrics-clip
 #
-# Write `clipped_matches(candidate, references, n)` returning the pair
-# `(matches, total)` of eq. (7) for one sentence: the clipped number of candidate n-grams found
-# in the references, and the number of candidate n-grams. `candidate` is a list of tokens and
-# `references` a list of token lists. Use `collections.Counter`.
+# A colleague wrote eq. (7) for one sentence: `colleague_clipped(candidate, references, n)`
+# returns `(matches, total)`, the clipped number of candidate n-grams found in the references
+# and the number of candidate n-grams. It has two bugs; one of them is an erratum of the notes
+# in disguise. Run it on Papineni et al.'s example of section 3.3 (the right answer is
+# `(2, 7)`), find both bugs, and write the fixed function as `clipped_matches` (lists of tokens
+# in, a pair of ints out).
 # ```
 
 
 # %%
+def colleague_clipped(candidate, references, n):
+    def grams(tokens):
+        return Counter(tuple(tokens[i : i + n]) for i in range(len(tokens) - n))
+
+    cand = grams(candidate)
+    allowed = Counter()  # how often each n-gram may be credited
+    for ref in references:
+        allowed.update(grams(ref))
+    matches = sum(min(count, allowed[g]) for g, count in cand.items())
+    return matches, sum(cand.values())
+
+
+sevens = "the the the the the the the".split()
+refs_33 = ["the cat is on the mat".split(), "there is a cat on the mat".split()]  # section 3.3
+print(
+    "colleague:",
+    colleague_clipped(sevens, refs_33, 1),
+    " right:",
+    clipped_counts(sevens, refs_33, 1),
+)
+
+
 def clipped_matches(candidate, references, n):
     raise NotImplementedError  # your code here
 
@@ -753,17 +941,27 @@ check.clipped_matches(clipped_matches)
 # %% tags=["solution"]
 def clipped_matches(candidate, references, n):
     def grams(tokens):
-        return Counter(tuple(tokens[i : i + n]) for i in range(len(tokens) - n + 1))
+        return Counter(tuple(tokens[i : i + n]) for i in range(len(tokens) - n + 1))  # K - n + 1
 
-    cand_counts = grams(candidate)
-    ref_counts = [grams(r) for r in references]
-    matches = sum(min(c, max(rc[g] for rc in ref_counts)) for g, c in cand_counts.items())
-    return matches, sum(cand_counts.values())
+    cand = grams(candidate)
+    allowed = Counter()
+    for ref in references:
+        allowed |= grams(ref)  # | keeps the larger count: the maximum over the references
+    matches = sum(min(count, allowed[g]) for g, count in cand.items())
+    return matches, sum(cand.values())
 
 
 check.clipped_matches(clipped_matches, require=True)
 
 # %% [markdown] tags=["solution"]
+# Bug 1 is eq. (6)'s off-by-one (section 3.2): `range(len(tokens) - n)` starts one window too
+# few, so every sentence loses its last n-gram; the candidate's total drops from 7 to 6, and a
+# reference's final "mat" would never be found. Bug 2 adds the references' counts
+# (`Counter.update` sums), so references that hold "the" twice and once license three; eq. (7)
+# clips by the *maximum* over the references, two, which `Counter`'s `|` computes. On the example
+# the two bugs pull in opposite directions, `(3, 6)` against `(2, 7)`: a test that only checks
+# "the precision is plausible" passes both.
+#
 # ```{solution-end}
 # ```
 
@@ -812,8 +1010,9 @@ check.corpus_brevity_penalty(corpus_bp, require=True)
 #
 # Write `rouge_notes(candidate, references, n)` computing eq. (12): the sum over references of
 # the clipped overlap with that reference divided by its number of n-grams (a reference
-# shorter than $n$ contributes 0). Then predict: what does it return for a candidate equal to
-# its only reference, and for the same candidate with that reference given three times?
+# shorter than $n$ contributes 0). Then use it to check section 3.6's warning: what does it
+# return for a candidate equal to its only reference, and for the same candidate with that
+# reference given three times?
 # ```
 
 
@@ -853,85 +1052,12 @@ check.rouge_n_eq12(rouge_notes, require=True)
 # ```
 
 # %% [markdown]
-# ```{exercise} BLEU from its statistics
-# :label: ex-text-metrics-bleu
-#
-# Write `bleu(matches, totals, c, r, weights)` computing eq. (11) from the clipped matches and
-# totals per order (all positive here), the lengths $c$ and $r$, and the weights.
-# ```
-
-
-# %%
-def bleu(matches, totals, c, r, weights):
-    raise NotImplementedError  # your code here
-
-
-check.bleu_from_counts(bleu)
-
-# %% [markdown] tags=["solution"]
-# ```{solution-start} ex-text-metrics-bleu
-# :class: dropdown
-# ```
-
-
-# %% tags=["solution"]
-def bleu(matches, totals, c, r, weights):
-    bp = 1.0 if c >= r else math.exp(1 - r / c)
-    log_mean = sum(w * math.log(m / t) for w, m, t in zip(weights, matches, totals, strict=True))
-    return bp * math.exp(log_mean)
-
-
-check.bleu_from_counts(bleu, require=True)
-
-# %% [markdown] tags=["solution"]
-# ```{solution-end}
-# ```
-
-# %% [markdown]
-# ```{exercise} Predict, then check: BLEU of a perfect but short candidate
-# :label: ex-metrics-predict
-#
-# The candidate "the cat sat" is scored against the single reference "the cat sat on the mat"
-# with BLEU-2 (uniform weights over 1- and 2-grams). Both precisions are 1. Predict the score
-# to three decimals, then run the cell.
-# ```
-
-# %%
-prediction = None  # your prediction here
-check_prediction(
-    prediction,
-    round(sentence_bleu("the cat sat", ["the cat sat on the mat"], weights=(0.5, 0.5)).score, 3),
-    what="BLEU-2",
-    rtol=0,
-    atol=0.0005,
-)
-
-# %% [markdown] tags=["solution"]
-# ```{solution-start} ex-metrics-predict
-# :class: dropdown
-# ```
-
-# %% tags=["solution"]
-prediction = round(math.exp(1 - 6 / 3), 3)  # both precisions are 1; BP = exp(1 - r/c) = e^-1
-assert check_prediction(
-    prediction,
-    round(sentence_bleu("the cat sat", ["the cat sat on the mat"], weights=(0.5, 0.5)).score, 3),
-    what="BLEU-2",
-    rtol=0,
-    atol=0.0005,
-).passed
-
-# %% [markdown] tags=["solution"]
-# ```{solution-end}
-# ```
-
-# %% [markdown]
-# ```{exercise} Scored against what it was copied from
+# ```{exercise} What would you need to know?
 # :label: ex-metrics-concept
 #
-# Section 3.8 scores every system against references 2 and 3 only. Why would scoring the
-# "negated" system against reference 1 too be unfair to the human translation, and how would a
-# real evaluation campaign avoid the same trap?
+# A paper reports that a change to its translation model raised BLEU on a test set of 500
+# sentences from 27.1 to 27.9 (sacrebleu's 0 to 100 scale). Using this chapter, list what you
+# would want to know before believing that the change made the translations better.
 # ```
 
 # %% [markdown] tags=["solution"]
@@ -939,23 +1065,33 @@ assert check_prediction(
 # :class: dropdown
 # ```
 #
-# "negated" is reference 1 with one word changed, so against reference 1 nearly all its
-# n-grams match: its score measures how closely it copies that sentence, not how good a
-# translation it is, while the human translation was written independently and shares fewer
-# exact n-grams with any reference. Real campaigns keep the references away from every system
-# (systems never see the test references; references are written by translators who do not
-# see system output) and report scores with a stated number of references.
+# - **The same metric twice.** Both scores come from the same tokenizer, lowercasing, smoothing,
+#   number of references and test set (sacrebleu's signature, section 3.12); otherwise 0.8 can
+#   be the tokenizer alone.
+# - **An interval.** A paired bootstrap over the 500 sentences (section 3.9): on our 50 sentences
+#   the intervals are about $\pm 0.03$ to $\pm 0.07$ on the 0 to 1 scale, far wider than 0.008.
+#   Several training seeds of each model, since the model's own noise adds to the test set's.
+# - **No leak.** The references were never seen in training or in model selection, and no
+#   system output was made from a reference (section 3.8).
+# - **What the gain is made of.** BLEU cannot tell a meaning-preserving edit from a
+#   meaning-reversing one (section 3.9), so a learned metric (COMET) and, for a claim about
+#   quality, human judgements (direct assessment or MQM) should agree with it (section 3.10).
 #
 # ```{solution-end}
 # ```
 
 # %% [markdown]
-# ```{exercise} Stretch: a bootstrap confidence interval for corpus BLEU
+# ```{exercise} Stretch: a significance test by random swaps
 # :label: ex-metrics-stretch
 #
-# Resample the 50 sentences with replacement 1,000 times (a seeded generator), compute corpus
-# BLEU of "human" and of "negated" on each resample (against references 2 and 3), and report a
-# 95% interval for their difference. Is the tie of section 3.8 a real tie?
+# The paired bootstrap of section 3.9 gives an interval. Approximate randomisation
+# {cite}`riezler2005pitfalls` gives a p-value instead: if two systems were equally good, swapping
+# their outputs for any sentence would not matter. So swap each sentence's pair of outputs with
+# probability 1/2 (a seeded generator), recompute the difference of corpus BLEU, repeat 1,000
+# times, and count how often the difference is at least as large (in absolute value) as the one
+# observed. Write `randomisation_p(stats_a, stats_b, trials)` from per-sentence statistics and
+# apply it to "paraphrased" against "negated" and to "good" against "fair". Do the verdicts agree
+# with section 3.9's intervals?
 # ```
 
 # %% [markdown] tags=["solution"]
@@ -963,27 +1099,39 @@ assert check_prediction(
 # :class: dropdown
 # ```
 
+
 # %% tags=["solution"]
-stats_h = corpus_stats(data.systems["human"], H, per_sentence=True)  # per-sentence counts
-stats_n = corpus_stats(data.systems["negated"], H, per_sentence=True)
-gen_b = np.random.default_rng(0)
-diffs = []
-for _ in range(1000):
-    idx = gen_b.integers(0, len(stats_h), len(stats_h))
-    diffs.append(
-        bleu_from_stats(sum((stats_h[i] for i in idx[1:]), stats_h[idx[0]])).score
-        - bleu_from_stats(sum((stats_n[i] for i in idx[1:]), stats_n[idx[0]])).score
-    )
-low, high = np.percentile(diffs, [2.5, 97.5])
-print(f"human - negated: 95% interval [{low:.3f}, {high:.3f}]")
-assert low < 0 < high
+def randomisation_p(stats_a, stats_b, trials=1000, seed=0):
+    def bleu(stats):
+        return bleu_from_stats(sum(stats[1:], stats[0])).score
+
+    observed = abs(bleu(stats_a) - bleu(stats_b))
+    gen = np.random.default_rng(seed)
+    at_least = 0
+    for _ in range(trials):
+        swap = gen.random(len(stats_a)) < 0.5  # (sentences,): which pairs trade places
+        a = [sb if w else sa for sa, sb, w in zip(stats_a, stats_b, swap, strict=True)]
+        b = [sa if w else sb for sa, sb, w in zip(stats_a, stats_b, swap, strict=True)]
+        at_least += abs(bleu(a) - bleu(b)) >= observed
+    return (at_least + 1) / (trials + 1)  # the observed split counts as one of the trials
+
+
+evaluation = load_translation_eval()
+held_out = [refs[1:] for refs in evaluation.references]  # references 2 and 3
+outputs = {**evaluation.systems, "paraphrased": evaluation.paraphrased}
+for a, b in (("paraphrased", "negated"), ("good", "fair")):
+    stats_a, stats_b = (corpus_stats(outputs[s], held_out, per_sentence=True) for s in (a, b))
+    print(f"{a} vs {b}: p = {randomisation_p(stats_a, stats_b):.3f}")
 
 # %% [markdown] tags=["solution"]
+# "good" against "fair" is significant by a wide margin ($p = 0.001$, the smallest value 1,000
+# trials can give), as its bootstrap interval, far from 0, said. "paraphrased" against "negated"
+# gets $p = 0.085$, where its interval touched 0: the two tests agree, and neither makes a
+# difference of 0.03 on 50 sentences a finding. The "+ 1" counts the
+# observed assignment itself, so a p-value is never 0 (Riezler and Maxwell's convention).
+#
 # ```{solution-end}
 # ```
-#
-# The interval contains 0 comfortably: on 50 sentences the two systems cannot be told apart by
-# BLEU, which is the honest reading of the tie.
 
 # %% [markdown]
 # ## Summary
@@ -1001,13 +1149,16 @@ assert low < 0 < high
 #   sentence BLEUs; scores with different tokenizers are different metrics.
 # - ROUGE-L scores the longest common subsequence (order matters, gaps allowed); chrF scores
 #   character n-grams (a wrong word ending costs little).
-# - Overlap metrics track degradation of one system, but BLEU scores a fluent sentence that
-#   says the opposite as high as a correct translation worded differently, and ROUGE-1 prefers
-#   a bag of right words. Score a system only against references it was not derived from.
-# - This library matches `sacrebleu` (BLEU, chrF, chrF++) to $10^{-9}$ and `rouge-score`
-#   (ROUGE-n, ROUGE-L, ROUGE-Lsum) to $10^{-12}$, and is faster than `sacrebleu` on 10,000
-#   sentences with 4 references.
-#
+# - Overlap metrics track degradation of one system (the steps of the noise ladder are larger
+#   than their bootstrap intervals), but a one-word edit that reverses the meaning costs BLEU
+#   about as much as one that keeps it, and ROUGE-1 prefers a bag of right words. Score a
+#   system only against references it was not derived from, and put a paired bootstrap
+#   interval on every difference.
+# - Perplexity, the exponential of a model's mean cross-entropy per token, scores a language
+#   model on held-out text; it sees word order but not truth. Learned metrics (BERTScore, BLEURT,
+#   COMET) agree with experts better than BLEU; direct assessment and MQM are how people judge.
+
+# %% [markdown]
 # ## References
 #
 # - G. Strabel, *Transformers*, lecture notes, 2023, section 1.3 {cite}`strabel2023transformers`.
@@ -1022,16 +1173,37 @@ assert low < 0 < high
 # - M. Post, "A call for clarity in reporting BLEU scores", WMT 2018 {cite}`post2018call`.
 # - M. Popović, "chrF: character n-gram F-score for automatic MT evaluation", WMT 2015
 #   {cite}`popovic2015chrf`.
+# - M. Popović, "chrF deconstructed: beta parameters and n-gram weights", WMT 2016
+#   {cite}`popovic2016chrf`, and "chrF++: words helping character n-grams", WMT 2017
+#   {cite}`popovic2017chrf`.
 # - C. Callison-Burch, M. Osborne and P. Koehn, "Re-evaluating the role of BLEU in machine
 #   translation research", EACL 2006 {cite}`callisonburch2006reevaluating`.
+# - P. Koehn, "Statistical significance tests for machine translation evaluation", EMNLP 2004
+#   {cite}`koehn2004statistical`; S. Riezler and J. T. Maxwell, "On some pitfalls in automatic
+#   evaluation and significance testing for MT", 2005 {cite}`riezler2005pitfalls`.
+# - F. Jelinek, R. L. Mercer, L. R. Bahl and J. K. Baker, "Perplexity: a measure of the
+#   difficulty of speech recognition tasks", 1977 {cite}`jelinek1977perplexity`.
+# - T. Zhang et al., "BERTScore", ICLR 2020 {cite}`zhang2020bertscore`; T. Sellam, D. Das and
+#   A. Parikh, "BLEURT", ACL 2020 {cite}`sellam2020bleurt`; R. Rei et al., "COMET", EMNLP 2020
+#   {cite}`rei2020comet`.
+# - T. Kocmi et al., "To ship or not to ship", WMT 2021 {cite}`kocmi2021ship`; M. Freitag et
+#   al., "Results of WMT22 metrics shared task: stop using BLEU", 2022
+#   {cite}`freitag2022results`.
+# - Y. Graham et al., "Continuous measurement scales in human evaluation of machine
+#   translation", 2013 {cite}`graham2013continuous`; M. Freitag et al., "Experts, errors, and
+#   context", TACL 2021 {cite}`freitag2021experts`.
 #
 # The full bibliography of the course is on the [References](../book/references.md) page.
-#
+
+# %% [markdown]
 # ## How this chapter is tested
 #
 # `tests/test_text_metrics.py` and `tests/test_text_metrics_lcs_chrf.py` check every metric
 # against hand-derived values, sacrebleu and rouge-score on the chapter's data and on random
-# corpora, and bad input; `benchmarks/text_metrics.py` times BLEU and chrF against sacrebleu.
+# corpora, and bad input; `tests/test_text_metrics_extra.py` checks the paired bootstrap against
+# a plain resampling and the bigram model's probabilities and perplexity against counts by
+# hand; the checkers are tested against their solutions, the named mistakes and garbage;
+# `benchmarks/text_metrics.py` times BLEU and chrF against sacrebleu.
 # The agreement, on this chapter's data:
 
 # %% [markdown]
@@ -1060,7 +1232,8 @@ for lines in data.systems.values():
                 same_counts &= (ours.c, ours.r) == (theirs.sys_len, theirs.ref_len)
                 n_cases += 1
 print(
-    f"{n_cases} cases, largest |difference| below 1e-9: {worst < 1e-9}; identical statistics: {same_counts}"
+    f"{n_cases} cases, largest |difference| below 1e-9: {worst < 1e-9};",
+    f"identical statistics: {same_counts}",
 )
 assert worst < 1e-9 and same_counts
 
@@ -1106,6 +1279,20 @@ worst_chrf = max(
 )
 print(f"ROUGE-L: {worst_l:.1e}; chrF and chrF++ (0-100 scale): {worst_chrf:.1e}")
 assert worst_l < 1e-12 and worst_chrf < 1e-9
+
+# %% [markdown]
+# The numbers section 3.9's bullets quote, as regression checks (the data set is fixed, so they
+# fail only if a metric or the data changes):
+
+# %%
+ladder = [scores["BLEU-4"][s] for s in ("human", "good", "fair", "poor")]
+assert ladder == sorted(ladder, reverse=True)
+assert round(scores["BLEU-4"]["human"], 2) == 0.32
+assert round(leaked["negated"], 2) == 0.72 and round(leaked["human"], 2) == 0.46  # the leak
+assert max(scores["ROUGE-1 (eq. 12)"], key=scores["ROUGE-1 (eq. 12)"].get) == "scrambled"
+for m in ("BLEU-4", "ROUGE-2 (eq. 12)", "ROUGE-L F"):
+    assert min(scores[m], key=scores[m].get) == "scrambled", m
+assert min(scores["ROUGE-1 (eq. 12)"].values()) > 0.9
 
 # %% [markdown]
 # **Speed.** The course sets a target: corpus BLEU over 10,000 generated sentence pairs with 4

@@ -47,15 +47,16 @@ if "google.colab" in sys.modules or os.environ.get("COURSE_COLAB") == "1":
 # - build causal and padding masks and apply them correctly (to the logits, before the
 #   softmax);
 # - write a multi-head attention module (project, split heads, attend, merge, project) and say
-#   why two heads can do what one head cannot;
+#   why two heads can do what one head cannot, and what multi-query and grouped-query attention
+#   share between heads;
 # - say how attention's time and memory grow with the sequence length, and when the
 #   feed-forward network costs more.
 #
 # **Assumes**: chapter 1 (the row view of a matrix product: each row of $AV$ mixes the rows
 # of $V$) and chapter 2 (a stable softmax, and masking with $-\infty$); a little PyTorch
 # (`nn.Module`, `nn.Linear`).
-# **Core path**: about 50 minutes (sections marked core); the optional sections add about 14
-# minutes, the exercises about 45.
+# **Core path**: about 59 minutes (sections marked core); the optional sections add about 37
+# minutes, the exercises about 70.
 #
 # The chapter follows section 2 of Strabel's notes {cite}`strabel2023transformers` (Definition
 # 2.1, eqs. 13–18), the step-by-step derivation of the lecture slides
@@ -88,8 +89,9 @@ np.set_printoptions(precision=3, suppress=True)
 # As in every chapter, `ref` holds the NumPy references (float64, written like the equations)
 # and `fast` their PyTorch twins (same names and signatures; batched, any device, autograd).
 # `softmax` is chapter 2's: stable, and a row whose entries are all $-\infty$ gives zeros.
-#
-# ## 4.1 Keys, queries and values, one query at a time (core, 6 min)
+
+# %% [markdown]
+# ## 4.1 Keys, queries and values, one query at a time (core, 5 min)
 #
 # The lecture slides {cite}`marlin2022transformers` start from a collection of $M$ objects, each a
 # vector $\mathbf{x}_i$ of length $D$, and give every object three new vectors of length $K$
@@ -106,7 +108,7 @@ np.set_printoptions(precision=3, suppress=True)
 # \mathbf{v}_j$. The handwritten notes name the two halves: a **comparison function**
 # $\alpha(\mathbf{q}_i, \mathbf{k}_j) = \mathbf{q}_i^\top \mathbf{k}_j / \sqrt{d_k}$ and a
 # **reduction**, the softmax-weighted average. We write everything in the notes' row
-# convention (chapter 1, section 1.8): objects are the rows of $X \in \mathbb{R}^{M \times D}$
+# convention (chapter 1, section 1.7): objects are the rows of $X \in \mathbb{R}^{M \times D}$
 # and $W_Q = (W^q)^\top \in \mathbb{R}^{D \times K}$, so $Q = X W_Q$ holds one query per row.
 
 # %%
@@ -124,8 +126,9 @@ print("h_2 =", h_i)
 
 # %% [markdown]
 # The weights are positive and sum to one, so $\mathbf{h}_2$ is a *convex combination* of
-# the four values: it lies inside the region they span, and can be no larger in any
-# coordinate than the largest value. `ref.attention_per_query` runs this loop for every query:
+# the four values: it lies in their convex hull (the smallest convex set that holds them), so
+# in every coordinate it lies between the smallest and the largest value.
+# `ref.attention_per_query` runs this loop for every query:
 
 # %%
 H_loop = ref.attention_per_query(Q, K, V)  # (M, K): row i is h_i
@@ -143,9 +146,11 @@ assert n_params == 3 * D * Kdim
 print(f"3DK = 3 * {D} * {Kdim} = {n_params} parameters, for any M")
 
 # %% [markdown]
-# ## 4.2 The matrix form: eq. (13) (core, 6 min)
+# ## 4.2 The matrix form: eq. (13) (core, 4 min)
 #
-# Stack the queries as rows of $Q \in \mathbb{R}^{d_l \times d_k}$, the keys of
+# From here on we use Strabel's names. $K$ stops being a width (the slides' $K$, our `Kdim`)
+# and becomes the matrix of keys; the width of a key is $d_k$. Stack the queries as rows of
+# $Q \in \mathbb{R}^{d_l \times d_k}$, the keys of
 # $K \in \mathbb{R}^{d_s \times d_k}$ and the values of $V \in \mathbb{R}^{d_s \times d_v}$
 # (the notes' names: $d_l$ queries, $d_s$ keys and values). All the dot products at once are
 # $QK^\top \in \mathbb{R}^{d_l \times d_s}$, and Definition 2.1 of the notes
@@ -182,8 +187,9 @@ print(ref.scaled_dot_product_attention(Qc, Kc, Vc).shape)  # (d_l, d_v)
 # The PyTorch side, `fast.scaled_dot_product_attention`, computes the same on stacks of
 # matrices (any leading batch and head dimensions broadcast); the appendix shows it agrees
 # with the reference and with PyTorch's own fused kernel.
-#
-# ## 4.3 Why divide by $\sqrt{d_k}$ (core, 5 min)
+
+# %% [markdown]
+# ## 4.3 Why divide by $\sqrt{d_k}$ (core, 9 min)
 #
 # Suppose the components of a query and a key are independent with mean 0 and variance 1.
 # Their dot product $\mathbf{q}^\top\mathbf{k} = \sum_{l=1}^{d_k} q_l k_l$ is a sum of $d_k$
@@ -256,8 +262,9 @@ plt.show()
 # {cite}`vaswani2017attention` gives this reason (section 3.2.1); the scaling is a choice of
 # initial temperature, and nothing stops a trained model from learning larger logits where it
 # needs sharp attention.
-#
-# ## 4.4 The worked example of May's notes (core, 3 min)
+
+# %% [markdown]
+# ## 4.4 The worked example of May's notes (optional, 4 min)
 #
 # May's notes {cite}`may2024transformer` (section 1.1) print three $4 \times 3$ matrices,
 # which they call $K$, $Q$ and $V$, and work out the attention of the first input. The
@@ -299,7 +306,7 @@ np.testing.assert_allclose(A4[1], [1 / 3] * 3)
 np.testing.assert_array_equal(out4[0], out4[2])
 
 # %% [markdown]
-# ## 4.5 Masks (core, 5 min)
+# ## 4.5 Masks (core, 7 min)
 #
 # A language model that predicts the next token must not look at it. During training all
 # positions are processed at once, so each position $i$ must be stopped from attending to the
@@ -369,8 +376,9 @@ assert torch.all(ours[0, 1] == 0) and torch.isnan(theirs[0, 1]).all()
 # `torch.nn.MultiheadAttention` marks the positions that may **not** be attended to, the
 # opposite of `F.scaled_dot_product_attention` and of this course. Copying a mask between the
 # two without `~` silently inverts it.
-#
-# ## 4.6 Several heads, like several filters: eqs. (14)–(18) (core, 7 min)
+
+# %% [markdown]
+# ## 4.6 Several heads, like several filters: eqs. (14)–(18) (core, 10 min)
 #
 # One head produces one set of weights per query: one way of deciding what is relevant.
 # May's notes (section 1.2) compare self-attention with the filters of a convolutional
@@ -444,31 +452,6 @@ np.testing.assert_array_equal(ref.merge_heads(per_head), x @ W_fused)
 # A watch-out: splitting needs a reshape **and** a transpose. Reshaping $(L, h\,d_k)$ straight
 # to $(h, L, d_k)$ has the right shape and the wrong content (it cuts the rows into $h$ chunks
 # of consecutive *tokens*); one of the exercises asks you to get it right.
-#
-# The lecture slides {cite}`marlin2022transformers` write the combination as
-# $\mathbf{h}_i = \sum_{l} W^c_l\, \mathbf{h}'_{li}$: a matrix per head applied to that head's
-# output, then summed. That is eq. (18) read block by block: split $W_O$ into $h$ blocks of
-# $d_v$ rows; head $i$'s output times block $i$, summed over the heads, is
-# $\operatorname{concat}(A^1, \dots, A^h) W_O$ (a block row times a block column).
-
-# %%
-heads = [ref.scaled_dot_product_attention(x @ w_q[i], x @ w_k[i], x @ w_v[i]) for i in range(h)]
-blocks = [w_o[i * d_k : (i + 1) * d_k] for i in range(h)]  # h blocks of (d_v, d_o)
-np.testing.assert_allclose(sum(A_i @ B_i for A_i, B_i in zip(heads, blocks, strict=True)), out_ref)
-
-# %% [markdown]
-# The handwritten notes write the same combination with tokens as columns: each head's output
-# $h^{(i)}$ is stacked *under* the others into a column of height $H d_v$, and an "output
-# matrix" $O \in \mathbb{R}^{d_v \times H d_v}$ multiplies that column from the left. Transpose
-# eq. (18) and it takes this form: $\big(\operatorname{concat}(A^1, \dots, A^H)\, W_O\big)^\top
-# = W_O^\top\, [A^{1\top}; \dots; A^{H\top}]$, so $O = W_O^\top$, of shape
-# $(d_o, H d_v)$. The notes take the layer's output as wide as one head's, $d_o = d_v$; eq. (18)
-# lets $d_o$ be anything (here $d_o = 16$ and $d_v = 4$):
-
-# %%
-O = w_o.T  # (d_o, h*d_v): the notes' output matrix
-stacked = np.vstack([A_i.T for A_i in heads])  # (h*d_v, L): the heads stacked, tokens as columns
-np.testing.assert_allclose(O @ stacked, out_ref.T)  # (d_o, L): eq. (18), transposed
 
 # %% [markdown]
 # **Parameters.** In the usual self-attention all widths are $d_\text{model}$ and each head
@@ -486,7 +469,26 @@ for n_heads in (1, 8, 16):
     assert n == 4 * 512**2
 
 # %% [markdown]
-# ## 4.7 The multi-head attention module, on one page (core, 6 min)
+# **Sharing keys and values: multi-query and grouped-query attention.** When a model generates
+# text one token at a time, it keeps the keys and values of every earlier token (the *KV
+# cache*, chapter 5), $2 h d_k$ numbers per token and layer, and reading that cache, not the
+# arithmetic, bounds how fast each new token comes out. *Multi-query attention*
+# {cite}`shazeer2019fast` keeps $h$ query heads but a single key head and value head that all
+# of them share. *Grouped-query attention* {cite}`ainslie2023gqa` sits in between: $g$
+# key-value heads, each shared by a group of $h/g$ query heads ($g = h$ is multi-head
+# attention, $g = 1$ multi-query). Each shared head is used by its whole group in eq. (17),
+# unchanged. Many open models released since 2023 use it. At the width and head count of a
+# 7-billion-parameter model:
+
+# %%
+d, n_q = 4096, 32  # d_model and the number of query heads, d_k = d / n_q = 128
+for g in (32, 8, 1):  # key-value heads: multi-head, grouped (4 queries each), multi-query
+    weights = 2 * d * d + 2 * d * g * (d // n_q)  # W_Q and W_O, then W_K and W_V
+    cache = 2 * g * (d // n_q)  # keys and values kept per token and layer
+    print(f"g = {g:2d}: {weights / 1e6:5.1f}M weights, {cache:5,} cached numbers per token")
+
+# %% [markdown]
+# ## 4.7 The multi-head attention module, on one page (core, 9 min)
 #
 # Here is the whole layer as a PyTorch module, in the manner of nanoGPT: one fused product
 # makes the queries, keys and values of every head (the $W_Q^i$, $W_K^i$, $W_V^i$ of all heads
@@ -561,11 +563,131 @@ print(ours.shape, "- the page, the library module and the NumPy reference agree"
 # products), an additive `bias` on the logits (chapter 6), PyTorch's fused attention kernel
 # (section 4.11), input checks with plain messages, and zeros instead of NaN for a query with
 # nothing to attend to (section 4.5).
+
+# %% [markdown]
+# ## 4.8 Heads that were learned (core, 13 min)
 #
-# ## 4.8 Heads built by hand, and heads that were learned (core, 7 min)
+# A weight matrix is easiest to read as a heatmap: row $i$ shows where query $i$ looks. Nobody
+# writes the weights of a real model (section 4.10 shows heads built by hand, for comparison):
+# a head **learns** them by gradient descent, and here we watch one do it. The task
+# (`course_lib.attention.learned`) is section 4.6's: a
+# sequence of 12 random tokens from a vocabulary of 8, and at every position two outputs, the
+# token one place back and the token two places back. The model is as small as a layer gets:
+# token plus position embeddings, one causal `MultiHeadAttention` of width 32, and a linear
+# read-out per output, with no residual connection, so everything the read-out knows has come
+# through attention. We train it twice, with one head and with two (the same $4 \cdot 32^2$
+# attention weights either way), for 300 steps of Adam on fresh random batches: about a second
+# each on an idle CPU. Here is one seed, whose heads we look at below:
+
+# %% tags=["needs-torch"]
+from course_lib.attention.learned import (
+    attended_offsets,
+    best_learning_rate,
+    learned_head_weights,
+    load_seed_study,
+    train_look_back,
+)
+
+runs = {n_heads: train_look_back(n_heads, offsets=(1, 2), seed=0) for n_heads in (1, 2)}
+for n_heads, run in runs.items():  # the exact low figure moves by a point from CPU to CPU
+    acc = ", ".join(
+        "100%" if a > 0.99 else f"{a:.0%}" if a > 0.3 else "< 30%" for a in run.accuracy
+    )
+    print(f"{n_heads} head(s): accuracy on fresh sequences (1 back, 2 back): {acc}")
+
+# %% [markdown]
+# One seed is an anecdote. `python -m course_lib.attention.learned` trained both models for
+# five seeds at three learning rates (0.003, 0.01, 0.03) and stored the results in `data/`; each
+# model is shown at the rate with its best mean accuracy on separate validation sequences, and
+# scored on test sequences it never saw. Which head looks where is read off the maps of the
+# sequence drawn below:
+
+# %%
+study = load_seed_study()
+for n_heads in (1, 2):
+    lr = best_learning_rate(study, n_heads)
+    print(f"{n_heads} head(s), learning rate {lr}: test accuracy (1 back, 2 back) per seed")
+    for r in study["runs"]:
+        if r["n_heads"] == n_heads and r["lr"] == lr:
+            acc = ", ".join(f"{a:4.0%}" for a in r["test"])
+            print(f"  seed {r['seed']}: {acc}; head(s) look back by {r['looks_back']}")
+
+# %% [markdown]
+# Two heads solve both outputs for all five seeds. One head solves one output (95% to 100%)
+# and gets 13% to 49% of the other, where chance is 1 in 8: better than guessing, far from
+# solved, and which output it favours depends on the seed. At 0.003 the picture is the same;
+# 0.03 is too large a rate, and two of the two-head runs there leave an output unfinished (the
+# stored file has every run). That is an experiment at this budget, not a proof
+# that one head can never do it: a wider head or a longer run might squeeze more out of unequal
+# weights, but this is the solution gradient descent finds. Now look at what the heads of seed
+# 0 learned, on one sequence:
+
+# %% tags=["needs-torch"]
+seq = torch.tensor([3, 1, 4, 1, 5, 2, 6, 5, 3, 5, 0, 7])  # 12 tokens
+learned = {n: learned_head_weights(run.model, seq) for n, run in runs.items()}  # (h, L, L)
+letters = [("ABCDEFGH"[t]) for t in seq.tolist()]
+panels = [(f"2-head model: head {i}", learned[2][i]) for i in range(2)]
+panels += [("1-head model: its head", learned[1][0])]
+fig, axes = plt.subplots(1, 3, figsize=(12, 4.2))
+for ax, (title, weights) in zip(axes, panels, strict=True):
+    heatmap(
+        ax,
+        weights,
+        title=title,
+        xlabel="key (attended to)",
+        ylabel="query",
+        xticklabels=letters,
+        yticklabels=letters,
+        colorbar=False,
+        cmap="Blues",
+    )
+fig.suptitle("Three learned heads, seed 0 (causal mask: nothing above the diagonal)")
+fig.tight_layout()
+plt.show()
+print("offset each learned head looks back by: 2 heads", attended_offsets(learned[2]), end="")
+print(", 1 head", attended_offsets(learned[1]))
+
+# %% [markdown]
+# The two-head model's heads have split the work: one is a *previous-token head* (the diagonal
+# just below the main one), the other looks exactly two places back. Nobody told them which
+# head should take which offset (seeds 2 to 4 in the table swap them) or how to find a
+# position: each learned, from the position embeddings, a query at position $i$ that matches
+# the key of position $i - 1$ (or $i - 2$), sharp enough to put almost all of its weight there.
+# The one-head model had to choose, and chose one place: its single distribution cannot serve
+# two outputs, as section 4.6 argued. Trained language models have previous-token heads too: in
+# the small attention-only models that Elhage et al. take apart {cite}`elhage2021mathematical`,
+# one is half of the "induction" circuit that copies what followed an earlier occurrence of the
+# current token {cite}`olsson2022context`.
+
+# %% [markdown]
+# ## 4.9 Self-attention does not know the order of its inputs (core, 2 min)
 #
-# A weight matrix is easiest to read as a heatmap: row $i$ shows where query $i$ looks. The
-# four heads below were **built by hand** (`course_lib.attention.examples.toy_sentence`): each
+# Nothing in eqs. (13)–(18) refers to positions. If we shuffle the tokens of a self-attention
+# input, every query still sees the same set of keys and values, so each output is unchanged
+# and only moves with its token: self-attention is **permutation-equivariant**,
+# $f(PX) = P f(X)$ for every permutation matrix $P$. The handwritten notes put it in four
+# words: "Self-attention is orderless (set operation)". Order-free summaries of the outputs,
+# such as their mean, are *invariant*: they do not change at all (chapter 6 takes up the lecture
+# slides' use of that word for the outputs themselves).
+
+# %%
+perm = rng.permutation(6)
+out_perm = ref.multi_head_attention(x[perm], x[perm], x[perm], w_q, w_k, w_v, w_o)
+np.testing.assert_allclose(out_perm, out_ref[perm], rtol=1e-12)  # equivariant
+np.testing.assert_allclose(out_perm.mean(axis=0), out_ref.mean(axis=0))  # the mean: invariant
+print("permutation:", perm, " outputs permuted the same way: True")
+
+# %% [markdown]
+# "The dog bit the man" and "the man bit the dog" contain the same tokens, so without extra
+# information they get the same outputs (up to order). Chapter 6 adds that information:
+# position encodings added to the inputs, or biases on the logits, which is what the `bias`
+# argument of every function here is for. A causal mask also breaks the symmetry (the mask
+# itself depends on positions).
+
+# %% [markdown]
+# ## 4.10 Heads built by hand, and an explorer for your own vectors (optional, 10 min)
+#
+# The four heads below were **built by hand** (`course_lib.attention.examples.toy_sentence`): each
 # token's input vector holds a one-hot of its position, of its word and of its part of speech,
 # and each head's $W_Q$ and $W_K$ match one feature of the query against one feature of the
 # key. The sentence ends with two padding tokens, masked out.
@@ -606,108 +728,7 @@ assert toy_weights[1][4, 0] == toy_weights[1][4, 4] > 0.3  # the second "the" fi
 np.testing.assert_array_equal(np.stack(toy_weights)[:, :, sent.length :], 0)  # padding
 
 # %% [markdown]
-# Nobody writes the weights of a real model. A head **learns** them by gradient descent, and
-# here we watch one do it. The task (`course_lib.attention.learned`) is section 4.6's: a
-# sequence of 12 random tokens from a vocabulary of 8, and at every position two outputs, the
-# token one place back and the token two places back. The model is as small as a layer gets:
-# token plus position embeddings, one causal `MultiHeadAttention` of width 32, and a linear
-# read-out per output, with no residual connection, so everything the read-out knows has come
-# through attention. We train it twice, with one head and with two (the same $4 \cdot 32^2$
-# attention weights either way), for 300 steps of Adam on fresh random batches: about a second
-# each.
-
-# %% tags=["needs-torch"]
-from course_lib.attention.learned import attended_offsets, learned_head_weights, train_look_back
-
-runs = {n_heads: train_look_back(n_heads, offsets=(1, 2), seed=0) for n_heads in (1, 2)}
-for n_heads, run in runs.items():  # the exact low figure moves by a point from CPU to CPU
-    acc = ", ".join(
-        "100%" if a > 0.99 else f"{a:.0%}" if a > 0.3 else "< 30%" for a in run.accuracy
-    )
-    print(f"{n_heads} head(s): accuracy on fresh sequences (1 back, 2 back): {acc}")
-assert min(runs[2].accuracy) > 0.99  # two heads: both outputs right
-assert max(runs[1].accuracy) > 0.99 and min(runs[1].accuracy) < 0.3  # one head: one of them
-
-# %% [markdown]
-# Two heads solve both outputs; one head solves one and does little better than guessing on
-# the other (1 in 8 is chance). That is an experiment, not a proof that one head can never do
-# it: a wider head or a longer run might squeeze more out of unequal weights, but this is the
-# solution gradient descent found.
-# Now look at what the heads learned, on one sequence, beside the hand-built previous-token
-# head:
-
-# %% tags=["needs-torch"]
-seq = torch.tensor([3, 1, 4, 1, 5, 2, 6, 5, 3, 5, 0, 7])  # 12 tokens
-learned = {n: learned_head_weights(run.model, seq) for n, run in runs.items()}  # (h, L, L)
-panels = [("hand-built: previous token", prev[: sent.length, : sent.length], sent.tokens)]
-letters = [("ABCDEFGH"[t]) for t in seq.tolist()]
-panels += [(f"learned, 2-head model: head {i}", learned[2][i], letters) for i in range(2)]
-panels += [("learned, 1-head model: its head", learned[1][0], letters)]
-fig, axes = plt.subplots(1, 4, figsize=(16, 4.2))
-for ax, (title, weights, labels) in zip(axes, panels, strict=True):
-    heatmap(
-        ax,
-        weights,
-        title=title,
-        xlabel="key (attended to)",
-        ylabel="query",
-        xticklabels=labels,
-        yticklabels=labels,
-        colorbar=False,
-        cmap="Blues",
-    )
-fig.suptitle("A hand-built head and three learned ones (causal mask: nothing above the diagonal)")
-fig.tight_layout()
-plt.show()
-print("offset each learned head looks back by: 2 heads", attended_offsets(learned[2]), end="")
-print(", 1 head", attended_offsets(learned[1]))
-
-# %% [markdown]
-# The two-head model's heads have split the work: one is a previous-token head, just like the
-# hand-built head 0, and the other looks exactly two places back. Nobody told them which head
-# should take which offset (another seed can swap them) or how to find a position: each
-# learned, from the position embeddings, a query at position $i$ that matches the key of
-# position $i - 1$ (or $i - 2$), sharp enough to put almost all of its weight there. The
-# one-head model had to choose, and chose one place: its single distribution cannot serve two
-# outputs, as section 4.6 argued. Trained language models have previous-token heads too: in
-# the small attention-only models that Elhage et al. (2021, in the references) take apart, one
-# is half of the "induction" circuit that copies what followed an earlier occurrence of the
-# current token.
-
-# %% tags=["needs-torch"]
-assert sorted(attended_offsets(learned[2])) == [1, 2]
-for i, offset in enumerate(attended_offsets(learned[2])):
-    rows = np.arange(2, len(seq))
-    assert learned[2][i][rows, rows - offset].min() > 0.8  # nearly all the weight there
-
-# %% [markdown]
-# ## 4.9 Self-attention does not know the order of its inputs (core, 2 min)
-#
-# Nothing in eqs. (13)–(18) refers to positions. If we shuffle the tokens of a self-attention
-# input, every query still sees the same set of keys and values, so each output is unchanged
-# and only moves with its token: self-attention is **permutation-equivariant**,
-# $f(PX) = P f(X)$ for every permutation matrix $P$. The handwritten notes put it in four
-# words: "Self-attention is orderless (set operation)". Order-free summaries of the outputs,
-# such as their mean, are *invariant*: they do not change at all (chapter 6 takes up the lecture
-# slides' use of that word for the outputs themselves).
-
-# %%
-perm = rng.permutation(6)
-out_perm = ref.multi_head_attention(x[perm], x[perm], x[perm], w_q, w_k, w_v, w_o)
-np.testing.assert_allclose(out_perm, out_ref[perm], rtol=1e-12)  # equivariant
-np.testing.assert_allclose(out_perm.mean(axis=0), out_ref.mean(axis=0))  # the mean: invariant
-print("permutation:", perm, " outputs permuted the same way: True")
-
-# %% [markdown]
-# "The dog bit the man" and "the man bit the dog" contain the same tokens, so without extra
-# information they get the same outputs (up to order). Chapter 6 adds that information:
-# position encodings added to the inputs, or biases on the logits, which is what the `bias`
-# argument of every function here is for. A causal mask also breaks the symmetry (the mask
-# itself depends on positions).
-#
-# ## 4.10 Explore attention: the toy heads and your own vectors (optional, 6 min)
-#
-# The first explorer shows the hand-built heads of section 4.8. Choose a head, a mask and a
+# The first explorer shows these hand-built heads. Choose a head, a mask and a
 # **temperature** $T$, which divides the logits before the softmax ($T < 1$ sharpens the
 # weights towards the largest logit, $T > 1$ flattens them towards uniform; the $1/\sqrt{d_k}$
 # of eq. (13) is a fixed temperature). On the website the first explorer responds at a few
@@ -733,7 +754,7 @@ explorer()
 own_explorer()
 
 # %% [markdown]
-# ## 4.11 What attention costs (optional, 8 min)
+# ## 4.11 What attention costs (optional, 12 min)
 #
 # **FLOPs.** For self-attention over $L$ tokens of width $d = h\,d_k$, counting a multiply-add
 # as two FLOPs (chapter 1): the four projections cost $8Ld^2$; the scores $QK^\top$ and the
@@ -787,15 +808,16 @@ plt.show()
 # three lengths. The memory is the peak of tensor bytes alive at once, counted exactly by
 # following every tensor PyTorch creates (`course_lib.measure.peak_tensor_memory`), so it is
 # the same on every machine. The time is the best of 5 interleaved rounds on one CPU thread
-# (`course_lib.attention.cost.interleaved_times`), and yours will differ; a best time that the
-# second-best round does not reproduce within 25% is noise, not data, and is flagged.
+# (`course_lib.attention.cost.interleaved_times`), counted as the process's CPU time, so that
+# time spent waiting for a core on a busy machine is left out; yours will differ. A best time
+# that the second-best round does not reproduce within 25% is noise, not data, and is flagged.
 
 # %% tags=["needs-torch", "nbval-ignore-output"]
 from course_lib.attention.cost import measure_attention, steady
 
 threads = torch.get_num_threads()
 torch.set_num_threads(1)  # one thread: the curves show the arithmetic, not the thread pool
-rows = measure_attention([256, 512, 1024], batch=1, n_heads=4, d_head=32, repeats=5)
+rows = measure_attention([256, 512, 1024], n_heads=4, d_head=32, repeats=5, clock="cpu")
 torch.set_num_threads(threads)
 cost = {
     (r["implementation"], key): np.array(
@@ -813,17 +835,21 @@ print("unsteady times (rerun on a quieter machine):", ", ".join(noisy) if noisy 
 # %% [markdown]
 # Quadrupling $L$ multiplies an $L^2$ quantity by 16. The explicit computation's memory grows
 # almost that much (about 15-fold: its inputs, outputs and their gradients grow only like $L$),
-# and so does its time, give or take the linear parts and fixed overheads. The fused kernel's time
-# also grows like $L^2$ (it does the same arithmetic), but its memory grows only like $L$: it
-# keeps no $L \times L$ matrix.
+# and its time by roughly as much (the cell prints your machine's ratio: 14.3 in the stored
+# run, whose $L = 1024$ point is flagged unsteady; the course's other runs gave 15 to 21). Where
+# it exceeds 16, a likely reason, not measured: at $L = 1024$ each $(h, L, L)$ tensor takes
+# 16 MiB, more than a core's cache, so every pass over it waits for main memory. The fused
+# kernel does the same arithmetic, so its time grows like $L^2$ too, but its memory grows only
+# like $L$: it keeps no $L \times L$ matrix. (Timed by the wall clock on a machine shared with other
+# jobs, such a ratio can come out several times too large or too small, because a longer call
+# is interrupted more often; that is why these timings count CPU time.)
 
 # %% tags=["needs-torch"]
 assert 12 < cost["explicit", "peak_MiB"][-1] / cost["explicit", "peak_MiB"][0] <= 16  # ~ L^2
 assert cost["fused", "peak_MiB"][-1] / cost["fused", "peak_MiB"][0] < 4.5  # ~ L
-assert cost["explicit", "seconds"][-1] / cost["explicit", "seconds"][0] > 6  # well above x4
 
 # %% [markdown]
-# ## 4.12 What the notes get wrong (core, 5 min)
+# ## 4.12 What the notes get wrong, and two other ways they write eq. (18) (optional, 11 min)
 #
 # Every claim above is checked by an assertion; these are the places where the notes and the
 # checks disagree. Each statement is reproduced as printed (`course_lib.attention.as_printed`)
@@ -916,12 +942,40 @@ assert max(ratios) < 2 and ratios[-1] > 1  # at most 2; the FFN still costs more
 # $\mathbf{q}_i^\top\mathbf{k}_j$ is defined only when $d_q = d_k$.
 
 # %% [markdown]
+# **Two other ways to write eq. (18)**, both right. The lecture slides
+# {cite}`marlin2022transformers` write the combination as
+# $\mathbf{h}_i = \sum_{l} W^c_l\, \mathbf{h}'_{li}$: a matrix per head applied to that head's
+# output, then summed. That is eq. (18) read block by block: split $W_O$ into $h$ blocks of
+# $d_v$ rows; head $i$'s output times block $i$, summed over the heads, is
+# $\operatorname{concat}(A^1, \dots, A^h) W_O$ (a block row times a block column).
+
+# %%
+heads = [ref.scaled_dot_product_attention(x @ w_q[i], x @ w_k[i], x @ w_v[i]) for i in range(h)]
+blocks = [w_o[i * d_k : (i + 1) * d_k] for i in range(h)]  # h blocks of (d_v, d_o)
+np.testing.assert_allclose(sum(A_i @ B_i for A_i, B_i in zip(heads, blocks, strict=True)), out_ref)
+
+# %% [markdown]
+# The handwritten notes write the same combination with tokens as columns: each head's output
+# $h^{(i)}$ is stacked *under* the others into a column of height $H d_v$, and an "output
+# matrix" $O \in \mathbb{R}^{d_v \times H d_v}$ multiplies that column from the left. Transpose
+# eq. (18) and it takes this form: $\big(\operatorname{concat}(A^1, \dots, A^H)\, W_O\big)^\top
+# = W_O^\top\, [A^{1\top}; \dots; A^{H\top}]$, so $O = W_O^\top$, of shape
+# $(d_o, H d_v)$. The notes take the layer's output as wide as one head's, $d_o = d_v$; eq. (18)
+# lets $d_o$ be anything (here $d_o = 16$ and $d_v = 4$):
+
+# %%
+O = w_o.T  # (d_o, h*d_v): the notes' output matrix
+stacked = np.vstack([A_i.T for A_i in heads])  # (h*d_v, L): the heads stacked, tokens as columns
+np.testing.assert_allclose(O @ stacked, out_ref.T)  # (d_o, L): eq. (18), transposed
+
+# %% [markdown]
 # ## Exercises
 #
-# Four kinds: write a function and let a checker run it on several inputs, including edge
-# cases, and tell you what is wrong; predict a number, then run the cell; answer a question in
-# words; and one stretch problem. Replace the body of each stub and run its cell. Solutions are
-# folded below each exercise (on the website) or in cells tagged `solution` (in the notebook).
+# Five kinds: write a function and let a checker run it on several inputs, including edge
+# cases, and tell you what is wrong; find and fix a bug; predict a number, then run the cell;
+# answer a question in words; and one stretch problem. Replace the body of each stub and run
+# its cell. Solutions are folded below each exercise (on the website) or in cells tagged
+# `solution` (in the notebook).
 #
 # ```{exercise} Cross-attention over padded keys
 # :label: ex-attention-cross
@@ -961,12 +1015,12 @@ def cross_attend(x_q, x_kv, kv_lengths, w_q, w_k, w_v):
 check.cross_attention(cross_attend, require=True)
 
 # %% [markdown] tags=["solution"]
-# ```{solution-end}
-# ```
-#
 # The mask has shape $(B, 1, L_{kv})$: one row per sequence, broadcast over the queries, as
 # `ref.padding_mask` builds it (section 4.5). A fully padded sequence leaves each query with
 # nothing to attend to, and chapter 2's softmax returns zeros there instead of $0/0$.
+#
+# ```{solution-end}
+# ```
 
 # %% [markdown]
 # ```{exercise} A previous-token head, by hand
@@ -1007,11 +1061,11 @@ def previous_token_head(L):
 check.previous_token_head(previous_token_head, require=True)
 
 # %% [markdown] tags=["solution"]
-# ```{solution-end}
-# ```
-#
 # Query 0 has no previous token; its query vector is zero, so it attends uniformly. The learned
 # heads of section 4.8 do the same job with learned position embeddings instead of one-hots.
+#
+# ```{solution-end}
+# ```
 
 # %% [markdown]
 # ```{exercise} PyTorch's weights, head by head
@@ -1054,13 +1108,75 @@ def heads_from_torch(in_proj_weight, h):
 check.torch_head_weights(heads_from_torch, require=True)
 
 # %% [markdown] tags=["solution"]
-# ```{solution-end}
-# ```
-#
 # Two traps: reshaping the stored $(d, d)$ matrix without transposing it first cuts it along
 # the wrong axis, and `fused.reshape(h, d, d // h)` has the right shape but cuts the *rows*
 # (input features) into blocks. Head $i$ is a block of consecutive *columns* of the transposed
 # weight; `course_lib.attention.module.from_torch_multihead` does the same in PyTorch.
+#
+# ```{solution-end}
+# ```
+
+# %% [markdown]
+# ```{exercise} Find the bug: causal attention as May's notes compute it
+# :label: ex-attention-debug
+#
+# A colleague followed May's notes (section 1.1) to write one causal self-attention head,
+# `may_causal_attention(x, w_q, w_k, w_v)` below. It runs, its output has the right shape, and
+# the later tokens look plausible; the first token's output is nowhere near its own value,
+# although it can only see itself. Find the two bugs (sections 4.3 and 4.5 hold the clues) and
+# write the fixed function as `causal_attention(x, w_q, w_k, w_v)`: `x` of shape $(L, d)$,
+# `w_q` and `w_k` of shape $(d, d_k)$, `w_v` of shape $(d, d_v)$; it returns $(L, d_v)$.
+# ```
+
+
+# %%
+def may_causal_attention(x, w_q, w_k, w_v):
+    q, k, v = x @ w_q, x @ w_k, x @ w_v  # (L, d_k), (L, d_k), (L, d_v)
+    alpha = softmax(q @ k.T / k.shape[1])  # (L, L): "divide by the dimension of K"
+    alpha = alpha * np.tril(np.ones_like(alpha))  # the mask, "element-wise multiplied"
+    return alpha @ v  # (L, d_v)
+
+
+x_bug = rng.standard_normal((5, 8))  # (L, d)
+w_bug = [rng.standard_normal((8, 4)) for _ in range(3)]  # W_Q, W_K, W_V: (d, d_k)
+print("token 0's output:", may_causal_attention(x_bug, *w_bug)[0].round(3))
+print("its value:       ", (x_bug @ w_bug[2])[0].round(3))
+
+
+def causal_attention(x, w_q, w_k, w_v):
+    raise NotImplementedError  # your code here
+
+
+check.causal_attention(causal_attention)
+
+# %% [markdown] tags=["solution"]
+# ```{solution-start} ex-attention-debug
+# :class: dropdown
+# ```
+
+
+# %% tags=["solution"]
+def causal_attention(x, w_q, w_k, w_v):
+    q, k, v = x @ w_q, x @ w_k, x @ w_v  # (L, d_k), (L, d_k), (L, d_v)
+    logits = q @ k.T / np.sqrt(k.shape[1])  # (L, L): divide by sqrt(d_k)
+    future = ~np.tril(np.ones(logits.shape, dtype=bool))  # (L, L): j > i
+    return softmax(np.where(future, -np.inf, logits)) @ v  # mask first, then the softmax
+
+
+check.causal_attention(causal_attention, require=True)
+
+# %% [markdown] tags=["solution"]
+# Bug 1, the divisor: $d_k$ instead of $\sqrt{d_k}$ (the footnote's words, section 4.12's
+# erratum 2) makes every logit $\sqrt{d_k}$ times too small and the weights too flat. Bug 2, the
+# mask: multiplying the weights by the mask *after* the softmax zeroes the future but leaves the
+# allowed weights as they were, computed over all $L$ keys, so row $i$ sums to less than 1
+# (erratum 3). Token 0 keeps only its share of a softmax over five keys and outputs a fraction
+# of its value. Masking the logits with $-\infty$ before the softmax (or renormalising each row
+# after the product) gives the right average. Each bug alone is easy to miss: the shapes are
+# right, and the last token, which may see everything, is affected only by the divisor.
+#
+# ```{solution-end}
+# ```
 
 # %% [markdown]
 # ```{exercise} Predict, then check: a query equal to a key
@@ -1076,7 +1192,13 @@ gen_p = np.random.default_rng(3)
 keys = gen_p.standard_normal((3, 64))  # (L_k, d_k)
 w_first = ref.attention_weights(keys[0][None, :], keys)[0, 0]  # query = key 0
 prediction = None  # your prediction here
-check_prediction(prediction, round(float(w_first), 2), what="the weight on key 0", rtol=0.05)
+check_prediction(
+    prediction,
+    round(float(w_first), 2),
+    what="the weight on key 0",
+    rtol=0.05,
+    explanation=check.WHY_QUERY_IS_KEY,
+)
 
 # %% [markdown] tags=["solution"]
 # ```{solution-start} ex-attention-predict
@@ -1086,7 +1208,13 @@ check_prediction(prediction, round(float(w_first), 2), what="the weight on key 0
 # %% tags=["solution"]
 prediction = 1.0  # q.k0 = |k0|^2 is about 64, so the scaled score is about 8, while the
 # scores of the other keys are about N(0, 1): e^8 dwarfs them
-assert check_prediction(prediction, round(float(w_first), 2), what="the weight", rtol=0.05).passed
+assert check_prediction(
+    prediction,
+    round(float(w_first), 2),
+    what="the weight on key 0",
+    rtol=0.05,
+    explanation=check.WHY_QUERY_IS_KEY,
+).passed
 
 # %% [markdown] tags=["solution"]
 # ```{solution-end}
@@ -1107,7 +1235,13 @@ gen_v = np.random.default_rng(5)
 qs_v, ks_v = 2 * gen_v.standard_normal((2, 100_000, 64))  # components of standard deviation 2
 scaled_var = float((np.einsum("nd,nd->n", qs_v, ks_v) / np.sqrt(64)).var())
 prediction = None  # your prediction here
-check_prediction(prediction, scaled_var, what="the variance of the scaled logit", rtol=0.05)
+check_prediction(
+    prediction,
+    scaled_var,
+    what="the variance of the scaled logit",
+    rtol=0.05,
+    explanation=check.WHY_WIDE_VARIANCE,
+)
 
 # %% [markdown] tags=["solution"]
 # ```{solution-start} ex-attention-predict-variance
@@ -1117,16 +1251,22 @@ check_prediction(prediction, scaled_var, what="the variance of the scaled logit"
 # %% tags=["solution"]
 prediction = 16.0  # each term q_l k_l has variance 4 * 4 = 16; d_k = 64 terms give 64 * 16;
 # dividing by sqrt(64) divides the variance by 64: 16, a standard deviation of 4
-assert check_prediction(prediction, scaled_var, what="the variance", rtol=0.05).passed
+assert check_prediction(
+    prediction,
+    scaled_var,
+    what="the variance of the scaled logit",
+    rtol=0.05,
+    explanation=check.WHY_WIDE_VARIANCE,
+).passed
 
 # %% [markdown] tags=["solution"]
-# ```{solution-end}
-# ```
-#
 # The $1/\sqrt{d_k}$ scaling removes the dependence on the width, not on the size of the
 # components: logits of standard deviation 4 already make the softmax much sharper than at
 # initialisation. The size of the queries and keys matters as much as their width, which is
 # one reason the inputs of attention are normalised (chapter 5's layer norm).
+#
+# ```{solution-end}
+# ```
 
 # %% [markdown]
 # ```{exercise} Does a large weight mean the token matters?
@@ -1200,11 +1340,11 @@ np.testing.assert_allclose(
 )
 
 # %% [markdown] tags=["solution"]
-# ```{solution-end}
-# ```
-#
 # This is the inner loop of FlashAttention (chapter 11): the memory is $O(d)$ per query
 # instead of $O(L)$, and the result is exact.
+#
+# ```{solution-end}
+# ```
 
 # %% [markdown]
 # ## Summary
@@ -1218,19 +1358,21 @@ np.testing.assert_allclose(
 # - Masks act on the logits ($-\infty$ before the softmax); causal and padding masks combine
 #   with `&`.
 # - One head computes one distribution per query; several heads, like several convolution
-#   filters, look for several relations at once. In our experiment a one-head model trained to
-#   fetch two tokens fetches only one; a two-head model learns a previous-token head and a
-#   two-back head.
+#   filters, look for several relations at once. In our experiment (five seeds) a one-head
+#   model trained to fetch two tokens fetches one and gets 13% to 49% of the other; a two-head
+#   model learns a previous-token head and a two-back head every time.
 # - Multi-head attention (eqs. 14–18) is a fused projection, a split into heads, attention per
 #   head, a merge and an output projection: a dozen lines of PyTorch, $4d^2$ weights whatever
-#   $h$ is.
+#   $h$ is. Multi-query and grouped-query attention share key and value heads between query
+#   heads, which shrinks the cache of keys and values a generating model keeps.
 # - Self-attention is permutation-equivariant: positions must be added (chapter 6).
 # - Attention's time and the explicit computation's memory grow like $L^2$; fused kernels keep
 #   memory linear. The FFN costs at most twice the attention layer, and less beyond $L = 2d$.
 # - May's worked example is unscaled, its mask is applied after the softmax and "$V\alpha$"
 #   should be $\alpha V$; the slides' sums run to the wrong bound; the FFN does not cost "much
 #   more" than attention (section 4.12).
-#
+
+# %% [markdown]
 # ## References
 #
 # - G. Strabel, *Transformers*, lecture notes, 2023, section 2 {cite}`strabel2023transformers`.
@@ -1240,12 +1382,17 @@ np.testing.assert_allclose(
 #   Amherst {cite}`marlin2022transformers`.
 # - A. Vaswani et al., "Attention is all you need", *NeurIPS* 2017 {cite}`vaswani2017attention`.
 # - N. Elhage et al., "A mathematical framework for transformer circuits", *Transformer Circuits
-#   Thread*, 2021.
+#   Thread*, 2021 {cite}`elhage2021mathematical`; C. Olsson et al., "In-context learning and
+#   induction heads", 2022 {cite}`olsson2022context`.
+# - N. Shazeer, "Fast transformer decoding: one write-head is all you need", 2019
+#   {cite}`shazeer2019fast`; J. Ainslie et al., "GQA: training generalized multi-query
+#   transformer models from multi-head checkpoints", EMNLP 2023 {cite}`ainslie2023gqa`.
 # - T. Dao et al., "FlashAttention: fast and memory-efficient exact attention with
 #   IO-awareness", *NeurIPS* 2022 {cite}`dao2022flashattention`.
 #
 # The full bibliography of the course is on the [References](../book/references.md) page.
-#
+
+# %% [markdown]
 # ## How this chapter is tested
 #
 # `tests/test_attention.py` checks hand-derived values (two keys by hand, the worked example, the

@@ -57,9 +57,9 @@ if "google.colab" in sys.modules or os.environ.get("COURSE_COLAB") == "1":
 #
 # **Assumes**: Chapter 8 (the GPT, its next-token loss, sampling); probabilities, logarithms
 # and the sigmoid. No reinforcement learning background is needed.
-# **Core path**: about 50 minutes, plus about 10 for its two exercises (a prediction and a bug to
-# find); the optional sections add about 44 minutes, and the other exercises about 30 and a stretch
-# problem.
+# **Core path**: about 56 minutes (the prediction is inside section 10.4), plus about 10 for
+# its core exercise, a bug to find; the optional sections add about 68 minutes, and the other
+# exercises about 30 and a stretch problem.
 #
 # The chapter follows section 7 (InstructGPT) and section 10 (distilling step by step) of
 # Strabel's notes {cite}`strabel2023transformers`, and the papers they cite: Ouyang et al.,
@@ -106,10 +106,22 @@ use_style()
 #
 # Keep one difference from the paper in mind throughout: our judge is an *oracle*. It is never
 # wrong and never inconsistent, whereas InstructGPT's labellers agreed with each other on only
-# about 73% of comparisons. Training directly against such a checker is itself a method today,
-# "reinforcement learning with verifiable rewards" (RLVR), used for mathematics and code where a
-# program can check the answer {cite}`lambert2024tulu`; section 10.4 uses it, and section 10.6
-# compares it with the preference-based methods.
+# 72.6 ± 1.5% of comparisons (the held-out labellers on 77.3 ± 1.3%; paper, section 3.4).
+# Training directly against such a checker is itself a method today, "reinforcement learning
+# with verifiable rewards" (RLVR), used for mathematics and code where a program can check the
+# answer {cite}`lambert2024tulu`; section 10.4 uses it, and section 10.6 compares it with the
+# preference-based methods.
+#
+# The lecture slides show what the method bought in practice: ChatGPT's first screen (December
+# 2022) lists as capabilities that it "allows user to provide follow-up corrections" and is
+# "trained to decline inappropriate requests", and as limitations that it "may occasionally
+# generate incorrect information", may "produce harmful instructions or biased content", and has
+# "limited knowledge of world and events after 2021". OpenAI's announcement (the slides' link,
+# <https://openai.com/blog/chatgpt/>) says it was trained with the same methods as InstructGPT,
+# with conversations written by people as the SFT data. Read the two columns with this chapter
+# in mind: the capabilities are behaviours that comparisons can reward; the knowledge limit comes
+# from pre-training, which no reward model changes; and incorrect answers that a reward model
+# scores well are what section 10.5 calls reward hacking.
 
 # %%
 words = T.reverse_words()  # all 6^4 = 1296 words, in a seeded order
@@ -129,7 +141,7 @@ policy = P.make_policy(seed=0)
 print(policy.config.vocab_size, "tokens,", policy.count_parameters(), "parameters")
 
 # %% [markdown]
-# ## 10.2 Supervised fine-tuning, with the loss on the response only (core, 7 min)
+# ## 10.2 Supervised fine-tuning, with the loss on the response only (core, 8 min)
 #
 # SFT is ordinary next-token training on the concatenation prompt + response, with one change:
 # only the response's tokens count. With a mask $m_t$ that is 1 where the target $y_t$ belongs to
@@ -191,12 +203,12 @@ print(f"loss on every token: {unmasked_losses[-1]:.2f} (its floor is {floor:.2f}
 print(f"greedy accuracy {P.accuracy(unmasked, test_words):.2f}, against {sft_accuracy:.2f}")
 
 # %% [markdown]
-# On this task, at this budget, the model trained on the prompt too got no unseen word right
-# (one seed; the point is the mechanism, not the size of the gap). What *is* a bug is the following, because
-# it does something other than what was meant: PyTorch's `cross_entropy` skips the targets equal
-# to `ignore_index` (-100 by default). Setting the prompt's labels to the padding id (here 0, the
-# full stop) instead of -100 does not mask them; it trains the model to answer "." everywhere in
-# the prompt.
+# On this task, at this budget, the model trained on the prompt too got no unseen word right (one
+# seed; the point is the mechanism, not the size of the gap). What *is* a bug is the following,
+# because it does something other than what was meant: PyTorch's `cross_entropy` skips the targets
+# equal to `ignore_index` (-100 by default). Setting the prompt's labels to the padding id (here
+# 0, the full stop) instead of -100 does not mask them; it trains the model to answer "."
+# everywhere in the prompt.
 
 # %%
 labels = torch.where(mask.bool(), targets, torch.full_like(targets, -100))
@@ -208,7 +220,7 @@ torch.testing.assert_close(right, ours)  # -100 masks: the same as our masked lo
 print(f"ignore_index=-100: {float(right):.3f}; labels set to 0: {float(wrong):.3f}")
 
 # %% [markdown]
-# ## 10.3 The reward model and its pairwise loss (core, 8 min)
+# ## 10.3 The reward model and its pairwise loss (core, 7 min)
 #
 # The labeller sees $K$ answers to one prompt and ranks them; every ranking gives
 # $\binom{K}{2}$ comparisons "$y_w$ is better than $y_l$". The reward model $r(x, y)$ (in
@@ -252,26 +264,41 @@ print(len(train_pairs), "training comparisons, for example", train_pairs[:3])
 # policy, and a linear head, started at zero, reads the hidden state of the response's last
 # token.
 
-# %%
+# %% tags=["nbval-ignore-output"]
 reward_model, rm_losses = P.train_reward_model(policy, train_pairs, steps=200, lr=1e-3)
 rm_accuracy = P.pair_accuracy(reward_model, held_out_pairs)
 print(f"RM loss {rm_losses[0]:.3f} -> {np.mean(rm_losses[-10:]):.1f} (mean of the last 10 steps)")
-print(f"held-out comparisons ranked right: {rm_accuracy:.2f}")
+print(f"{len(held_out_pairs)} held-out comparisons, ranked right: {rm_accuracy:.2f}")
 assert np.mean(rm_losses[-10:]) < rm_losses[0] and rm_accuracy > 0.5  # it learned something
 
 # %% [markdown]
 # The loss starts at $\log 2 \approx 0.693$: with the head at zero every comparison is a coin
-# toss. The held-out accuracy is good, not perfect, like a real reward model's. InstructGPT's
-# 6B reward model agreed with the preferences of labellers it was not trained on 69.6 ± 0.9% of
-# the time, and with held-out comparisons from its own labellers 72.4 ± 0.4% of the time; the
-# labellers agreed with each other about 73% of the time, a natural ceiling
-# {cite}`ouyang2022training`. A policy trained hard against an imperfect reward model finds its
-# mistakes; section 10.5 makes that visible. Section 10.4's reinforcement learning uses the
-# exact judge as the reward (the RLVR setting of section 10.1), so that what we watch there is
-# the algorithm alone.
+# toss. The last digit of the accuracy depends on your CPU: 200 steps of training round
+# differently on different processors. The seed study of sections 10.5 and 10.6 (a script, its
+# results in `data/`) trained five such reward models, each from its own SFT model and its own
+# comparisons; its seed 0 is exactly the run above. Their accuracies on the same held-out
+# comparisons:
+
+# %%
+shipped = study.load_study()  # data/feedback/seed_study.json, made by a script
+rm_accuracies = {
+    r["seed"]: r["rm_pair_accuracy"] for r in shipped["runs"] if r["method"] == study.RM
+}
+print("held-out comparisons ranked right, per seed:", [f"{a:.2f}" for a in rm_accuracies.values()])
 
 # %% [markdown]
-# ## 10.4 Reinforcement learning with a KL penalty: PPO as InstructGPT runs it (core, 27 min)
+# Good, not perfect, like a real reward model. InstructGPT's 6B reward model predicted the
+# preferences of the labellers in its training set 72.4 ± 0.4% of the time and those of held-out
+# labellers 69.6 ± 0.9%; the training labellers agreed with each other 72.6 ± 1.5% of the time
+# and the held-out ones 77.3 ± 1.3% {cite}`ouyang2022training`: the reward model agreed with its
+# training labellers about as often as they agreed with each other, and with held-out labellers
+# less often than they agreed among themselves. A policy trained hard against an
+# imperfect reward model finds its mistakes; section 10.5 makes that visible. Section 10.4's
+# reinforcement learning uses the exact judge as the reward (the RLVR setting of section 10.1),
+# so that what we watch there is the algorithm alone.
+
+# %% [markdown]
+# ## 10.4 Reinforcement learning with a KL penalty: PPO as InstructGPT runs it (core, 34 min)
 #
 # The policy $\pi$ samples a response $y$ to a prompt $x$ and gets the reward minus a penalty for
 # moving away from the SFT model $\pi^\text{SFT}$ (Ouyang et al., eq. 2):
@@ -311,8 +338,66 @@ torch.testing.assert_close(kl_penalty(logp, logq, "k3"), acc.kl_penalty(logp, lo
 #
 # $$J = \mathbb{E}_t\big[\min\big(\rho_t A_t,\ \operatorname{clip}(\rho_t, 1-\epsilon, 1+\epsilon)\, A_t\big)\big].$$
 #
-# The min picks the smaller, more pessimistic, of the two terms. Inside $[1-\epsilon, 1+\epsilon]$
-# they are equal. Outside, there are two cases:
+# The min picks the smaller, more pessimistic, of the two terms. Before reading on, work out
+# what that does to the gradient.
+
+# %% [markdown] tags=["worksheet"]
+# ```{exercise} Predict, then check: which tokens still get a gradient?
+# :label: ex-feedback-predict
+#
+# Three tokens, $\epsilon = 0.2$. After a few gradient steps the first has $\rho = 0.6$ and
+# advantage $A = +1$, the second $\rho = 1.6$ and $A = +1$, the third $\rho = 0.6$ and
+# $A = -1$. What is the derivative of $J$ with respect to each token's log-probability
+# $\log \pi(y_t)$? Write the three numbers (hint: $\partial \rho / \partial \log\pi = \rho$),
+# then run the cell, which asks autograd.
+# ```
+
+# %% tags=["worksheet"]
+prediction = None  # your prediction: [dJ/dlog pi of token 1, of token 2, of token 3]
+logp_old = torch.log(torch.full((3,), 0.5, dtype=torch.float64))
+logp_new = torch.log(torch.tensor([0.3, 0.8, 0.3], dtype=torch.float64))  # rho 0.6, 1.6, 0.6
+logp_new.requires_grad_()
+advantage = torch.tensor([1.0, 1.0, -1.0], dtype=torch.float64)
+acc.ppo_clip_objective(logp_new, logp_old, advantage, 0.2).sum().backward()  # J of the three
+check_prediction(
+    prediction,
+    logp_new.grad.numpy().round(3),
+    what="the gradient of J for the three tokens",
+    atol=0.02,
+    explanation=(
+        "the min keeps rho A only where the ratio moved against the advantage (token 1: its "
+        "gradient is rho A = 0.6); where it moved with the advantage (token 2 up with A > 0, "
+        "token 3 down with A < 0) the clipped term is the smaller one and constant in rho: 0. "
+        "1.0 for token 1 forgets the chain rule; -0.6 for token 3 takes its move for a wrong one"
+    ),
+)
+
+# %% [markdown] tags=["solution"]
+# ```{solution-start} ex-feedback-predict
+# :class: dropdown
+# ```
+
+# %% tags=["solution"]
+# token 1: rho = 0.6 < 1 - eps with A > 0: the min keeps rho * A; d(rho A)/dlog pi = rho A = 0.6
+# token 2: rho = 1.6 > 1 + eps with A > 0: the min keeps 1.2 * A, a constant: 0
+# token 3: rho = 0.6 < 1 - eps with A < 0: rho A = -0.6 > 0.8 A = -0.8, the min keeps 0.8 A: 0
+prediction = [0.6, 0.0, 0.0]
+assert check_prediction(
+    prediction, logp_new.grad.numpy().round(3), what="the gradient", atol=0.02
+).passed
+
+# %% [markdown] tags=["solution"]
+# The first token became less likely although it was good: it is pushed back up, with weight
+# 0.6. The second gained enough and is left alone; so is the third, a bad token that already
+# lost enough probability. Clipping removes the incentive to move further in the direction the
+# advantage wants, never the incentive to undo a move the wrong way.
+#
+# ```{solution-end}
+# ```
+
+# %% [markdown]
+# Inside $[1-\epsilon, 1+\epsilon]$ the two terms of the min are equal. Outside, there are two
+# cases:
 #
 # - the ratio moved *with* the advantage ($\rho > 1+\epsilon$ with $A > 0$, or $\rho < 1-\epsilon$
 #   with $A < 0$): the clipped term is the smaller one, it is constant in $\rho$, and the update
@@ -322,8 +407,8 @@ torch.testing.assert_close(kl_penalty(logp, logq, "k3"), acc.kl_penalty(logp, lo
 #   it, so a step that made a good action less likely is undone with full force.
 #
 # So $J$ equals the unclipped surrogate $\rho A$ in the second case too, not only inside the
-# interval. Five tokens with $\epsilon = 0.2$: ratios 0.6, 0.9, 1.0, 1.1 and 1.6, advantage +1
-# except the third.
+# interval. On the page, with five tokens and $\epsilon = 0.2$: ratios 0.6, 0.9, 1.0, 1.1 and
+# 1.6, advantage +1 except the third.
 
 
 # %%
@@ -345,13 +430,15 @@ torch.testing.assert_close(objective[:4], unclipped[:4])  # inside, and rho = 0.
 # %% [markdown]
 # The first token's ratio fell to 0.6 although its advantage is positive: the objective is
 # $0.6 \cdot 1 = 0.6$, the unclipped value, not the clipped $0.8$. The last token's ratio rose
-# to 1.6 with a positive advantage: the objective is capped at $1.2$. The exercises ask which of
-# the two still gets a gradient.
+# to 1.6 with a positive advantage: the objective is capped at $1.2$.
 #
 # **Per-token rewards and a value head.** Eq. 2 gives one number per answer, but PPO updates
-# the policy token by token, so InstructGPT's implementation spreads the reward over the tokens:
-# every token pays its share of the KL penalty, and the reward model's score arrives once, at
-# the answer's last token,
+# the policy token by token, so the reward is spread over the tokens: every token pays its share
+# of the KL penalty, and the reward model's score arrives once, at the answer's last token. The
+# InstructGPT paper states the per-token KL penalty but not this layout; it comes from the code
+# of the OpenAI papers InstructGPT builds on {cite}`ziegler2019fine,stiennon2020learning`, whose
+# answers all had one length, so the score went into the last column, and TRL's PPO puts it on
+# each answer's own last token, as we do:
 #
 # $$r_t = -\beta \log\frac{\pi(y_t \mid x, y_{<t})}{\pi^\text{SFT}(y_t \mid x, y_{<t})} + [t = T]\; r(x, y).$$
 #
@@ -415,8 +502,12 @@ torch.testing.assert_close(gae(r, v, lam=0.5), acc.gae(r, v, 1.0, 0.5))  # = the
 # %% [markdown]
 # $\lambda = 0$ trusts the value function (low variance, biased while the values are wrong);
 # $\lambda = 1$ uses the whole return (unbiased, noisy). The value head learns the returns
-# $R_t = A_t + V_t$ with a squared error, clipped like the policy (a new value more than
-# $\epsilon$ from the old one gains nothing; PPO2's form). The loss of one gradient step is minus
+# $R_t = A_t + V_t$ with a squared error, clipped like the policy (PPO2's form): the loss takes
+# the larger of $(V - R)^2$ and $(V_\text{clip} - R)^2$, with
+# $V_\text{clip} = V_\text{old} + \operatorname{clip}(V - V_\text{old}, -\epsilon, \epsilon)$.
+# Once a value has moved more than $\epsilon$ toward its return, the clipped error is the larger
+# one and constant in $V$, so moving further gains nothing in this update; a move away from the
+# return keeps its full gradient. The loss of one gradient step is minus
 # the clipped surrogate plus $c_V$ times the value loss; the advantages are whitened over the
 # batch (mean 0, standard deviation 1), a common PPO habit that puts every batch on one scale.
 # Here is the whole step, on the page:
@@ -456,8 +547,9 @@ print(f"loss {float(loss.detach()):.3f}")
 print(f"value head gradient norm {float(ac.value_head.weight.grad.norm()):.3f}")
 
 # %% [markdown]
-# At the start the values are all zero, so the returns are just the rewards to go, and the value
-# head's gradient is not zero: it starts learning at once. Together this is InstructGPT's
+# At the start the values are all zero, so the returns are the rewards to go (each later reward
+# discounted by $\lambda = 0.95$ per token, since $R_t = A_t$), and the value head's gradient is
+# not zero: it starts learning at once. Together this is InstructGPT's
 # objective (Ouyang et al., eq. 2), with the PPO-ptx term that section 10.5 switches on:
 #
 # $$\text{objective}(\phi) = \mathbb{E}_{(x, y) \sim \pi_\phi}\Big[r(x, y) - \beta \log\frac{\pi_\phi(y \mid x)}{\pi^\text{SFT}(y \mid x)}\Big] + \gamma_\text{ptx}\, \mathbb{E}_{x \sim D_\text{pretrain}}\big[\log \pi_\phi(x)\big].$$
@@ -499,9 +591,20 @@ plt.show()
 # judge rewards, and the KL it pays for that stays small. (Karpathy's *State of GPT* talk makes
 # the same point about RLHF'd chat models: they lose entropy.) The value loss falls as the head
 # learns which answers tend to be right. Section 10.6 repeats this run over five seeds.
+#
+# A share of sampled answers is a noisy score: one sample for each of 200 words has a standard
+# error of about 0.035. This task allows an exact one. The right answer is one sequence of five
+# tokens, so the probability that a sample is right is the product of their five probabilities,
+# $\pi(y^\star \mid x) = \prod_t \pi(y^\star_t \mid x, y^\star_{<t})$, and its mean over the
+# words is the expected share of sampled answers right, with no sampling noise. The rest of the
+# chapter reports it (`P.right_answer_probability`); for the SFT model:
+
+# %%
+p_right_sft = P.right_answer_probability(policy, test_words)  # mean of pi(y* | x) over the words
+print(f"SFT: P(a sampled answer is right) {p_right_sft:.2f}, mean over the 200 unseen words")
 
 # %% [markdown]
-# ## 10.5 Reward hacking, and the KL leash (optional, 12 min)
+# ## 10.5 Reward hacking, and the KL leash (optional, 25 min)
 #
 # A reward model is a model: it has flaws, and a policy optimised against it finds them. We
 # start with a proxy whose flaws we chose. `flawed_reward` checks only the first four letters,
@@ -596,48 +699,95 @@ for w, a, s, s_right in zip(shown, answers, scores, right_scores, strict=True):
 # Its score went up while the judge's accuracy went to zero. That is the general shape of
 # reward-model over-optimisation, which Gao et al. measured at scale {cite}`gao2023scaling`:
 # plotted against the distance from the start, $\sqrt{\mathrm{KL}}$, the proxy reward keeps
-# rising while the true ("gold") reward first rises and then falls. A larger $\beta$ keeps the
-# policy closer to the start. The shipped study of section 10.6 ran PPO against a reward model
-# like ours (one trained per seed) at five values of $\beta$, five seeds each, and logged the
-# proxy reward, the judge's accuracy and the KL at every iteration; here are those logs, each
-# curve the mean over the five seeds:
+# rising while the true ("gold") reward first rises and then falls. The shipped study of section
+# 10.6 ran PPO against a reward model like ours (one per seed, trained on that seed's
+# comparisons) at five values of $\beta$, five seeds each, and logged at every iteration the
+# reward model's mean score of the batch (the proxy), the batch's KL to the SFT model (on the
+# words PPO trains on) and the exact probability of the right answer on the 200 unseen words
+# (the truth). Here is every iteration of every seed at one learning rate, $10^{-3}$ for every
+# $\beta$, so that $\beta$ is the only thing that varies. Both are drawn as their change since
+# the start. Each reward model puts its scores at its own level (the data fixes only differences
+# within a prompt; the shift-invariance exercise shows why), so the on-page model above and each
+# seed's start from different numbers; and each seed has its own SFT model, whose probability of
+# the right answer lies between 0.26 and 0.55.
 
 # %%
-shipped = study.load_study()
-rm_runs = [r for r in shipped["runs"] if r["method"] == study.RM]
-fig, (ax_proxy, ax_true) = plt.subplots(1, 2, figsize=(11, 3.6))
-for beta in shipped["config"]["rm_betas"]:
-    mine = [r["log"] for r in rm_runs if r["beta"] == beta]
-    kl = np.mean([m["kl"] for m in mine], axis=0)  # (iterations,) mean over seeds
-    distance = np.sqrt(np.maximum(kl, 0))
-    ax_proxy.plot(distance, np.mean([m["reward"] for m in mine], axis=0), ".-", label=f"{beta}")
-    ax_true.plot(distance, np.mean([m["accuracy"] for m in mine], axis=0), ".-", label=f"{beta}")
-ax_proxy.set(title="proxy: the learned RM's score", ylabel="mean score of the batch")
-ax_true.set(title="truth: the judge", ylabel="share of the batch right")
+rm_runs = [r for r in shipped["runs"] if r["method"] == study.RM and r["lr"] == 1e-3]
+fig, (ax_proxy, ax_true) = plt.subplots(1, 2, figsize=(11, 3.8))
+curves = {}  # beta -> (sqrt KL, change of the truth), each (seeds, iterations)
+for i, beta in enumerate(shipped["config"]["rm_betas"]):
+    logs = [r["log"] for r in rm_runs if r["beta"] == beta]
+    distance = np.sqrt(np.maximum([m["kl"] for m in logs], 0))  # (seeds, iterations)
+    gain = np.array([np.subtract(m["reward"], m["reward"][0]) for m in logs])  # (seeds, its)
+    truth = np.array([np.subtract(m["p_right"], m["p_right"][0]) for m in logs])  # likewise
+    curves[beta] = (distance, truth)
+    ax_proxy.plot(distance.T, gain.T, ".", color=f"C{i}", ms=3, alpha=0.5)
+    ax_true.plot(distance.T, truth.T, ".", color=f"C{i}", ms=3, alpha=0.5)
+    ax_true.plot([], [], "o", color=f"C{i}", label=f"{beta}")
+ax_proxy.set(title="proxy: the RM's mean score of the batch", ylabel="change since the start")
+ax_true.set(title="truth: P(right answer) on 200 unseen words", ylabel="change since the start")
 for ax in (ax_proxy, ax_true):
-    ax.set(xlabel="sqrt(KL to the SFT model), nats^0.5")
+    ax.set(xlabel="sqrt(KL of the batch to the SFT model), nats^0.5")
 ax_true.legend(title="beta", fontsize=8)
-fig.suptitle("Over-optimising a learned reward model (PPO, 40 iterations, mean of 5 seeds)")
+fig.suptitle("Over-optimising a learned reward model (PPO, lr 1e-3; every iteration of 5 seeds)")
 fig.tight_layout()
 plt.show()
 
 # %% [markdown]
-# Each curve starts at the SFT model (left) and moves right as PPO trains. At $\beta = 0.05$ and
-# $0.2$ the policies travelled far (a KL of 4 to 6 nats on the unseen words), the reward model's
-# mean score of their samples rose from about 0.5 to between 2.5 and 3, and the judge's accuracy
-# fell from about one half to zero: proxy and truth moved in opposite directions. At $\beta = 1$
-# and $2$ the policies stayed close (a KL of 0.2 to 0.6). Plotted against the distance, the
-# truth of all five $\beta$ falls along nearly one line: a larger $\beta$ mostly decided how far
-# along it the policy went in 40 iterations. Gao et al.'s gold reward first rises and then
-# falls; here it rose at most a little, at the smallest distances ($\beta = 2$ ended at
-# 0.54 ± 0.02 of sampled answers right on the unseen words, against the SFT model's 0.49), and
-# fell beyond a $\sqrt{\mathrm{KL}}$ of about 0.6. The easiest gains the reward model offers
-# (answers unlike any in its data) are wrong from the start. A reward model trained on
-# comparisons of the policy's own samples, as InstructGPT's was, would have seen such answers;
-# that it would hold up better is a hypothesis we did not test here.
+# To compare the values of $\beta$ at the same distance, bin the points by $\sqrt{\mathrm{KL}}$:
+# the mean change of the truth over every iteration of every seed that falls in the bin (in
+# brackets, how many points; each $\beta$ has 5 seeds times 40 iterations).
+
+# %%
+edges = [0.0, 0.3, 0.6, 0.9, 1.2, 1.5, 2.0, 2.5, 3.0]
+bins = list(zip(edges, edges[1:], strict=False))
+print(f"{'sqrt KL':>9}", *(f"{f'{a}-{b}':>10}" for a, b in bins))
+for beta, (distance, truth) in curves.items():
+    cells = []
+    for a, b in bins:
+        inside = (distance >= a) & (distance < b)
+        mean = round(float(truth[inside].mean()), 2) + 0.0 if inside.any() else None  # no -0.00
+        cells.append("" if mean is None else f"{mean:+.2f} ({inside.sum():>2})")
+    print(f"{f'beta {beta}':>9}", *(f"{c:>10}" for c in cells))
+
+
+def in_bin(beta, seed, low=0.6, high=0.9):  # the changes of one seed's iterations in one bin
+    distance, truth = curves[beta]
+    return truth[seed][(distance[seed] >= low) & (distance[seed] < high)]
+
+
+per_seed = [
+    in_bin(1.0, s).mean() - np.concatenate([in_bin(0.05, s), in_bin(0.2, s)]).mean()
+    for s in range(len(shipped["config"]["seeds"]))
+]
+print("sqrt KL 0.6-0.9, beta 1 minus beta <= 0.2, seed by seed:", [f"{x:+.2f}" for x in per_seed])
 
 # %% [markdown]
-# ## 10.6 DPO, and PPO against DPO on the same comparisons (optional, 18 min)
+# Each seed starts at the left and moves right as PPO trains. At $\beta = 0.05$ and $0.2$ the
+# policies travelled far (a $\sqrt{\mathrm{KL}}$ of 1.7 to 2.9 by the last iteration), the
+# reward model's mean score rose, and the probability of the right answer fell on every seed,
+# by 0.25 to 0.55, to near zero: proxy and truth moved in opposite directions. At $\beta = 1$
+# and $2$ the policies stayed within a $\sqrt{\mathrm{KL}}$ of about 1.2 and the truth moved
+# little. Gao et al.'s gold reward first rises and then falls; here, at this learning rate, the
+# truth did not rise on average at any $\beta$: the easiest gains the reward model offers
+# (answers unlike any in its data) are wrong from the start. (At $\beta = 1$ and a learning rate
+# of $3 \cdot 10^{-3}$, in section 10.6's table, its mean rose a little: 0.54 against the SFT
+# models' 0.46.)
+#
+# Does $\beta$ only decide how far along one curve the policy goes? Not quite, here: at the same
+# distance, $\beta = 1$ lost less than $\beta \le 0.2$, $-0.08$ against $-0.15$ at a
+# $\sqrt{\mathrm{KL}}$ of 0.6 to 0.9 and $-0.11$ against $-0.22$ to $-0.24$ at 0.9 to 1.2
+# ($\beta = 2$ never went that far), and it did so on every seed in the first of those bins
+# (by $+0.01$ to $+0.16$). Two things temper that reading: the small-$\beta$ points in a bin
+# are one or two early iterations per seed, the large-$\beta$ points many late ones, so a bin
+# also compares different amounts of training; and the distance is the KL of the training
+# batch, on the words PPO trains on (the table of section 10.6 measures it on the unseen words).
+# An exercise compares this with Gao et al.'s finding about the KL penalty. A reward model
+# trained on comparisons of the policy's own samples, as InstructGPT's was, would have seen the
+# answers PPO finds; that it would hold up better is a hypothesis we did not test here.
+
+# %% [markdown]
+# ## 10.6 DPO, and PPO against DPO on the same comparisons (optional, 29 min)
 #
 # **Direct preference optimisation.** The KL-regularised objective
 # $\max_\pi \mathbb{E}[r(x,y)] - \beta\,\mathrm{KL}(\pi \| \pi_\text{ref})$ has the closed-form
@@ -679,73 +829,132 @@ dpo_policy, dpo_log = P.train_dpo(policy, train_pairs, beta=0.1, steps=60)
 print(f"DPO loss {dpo_log.loss[0]:.3f} -> {np.mean(dpo_log.loss[-5:]):.3f}")
 print(f"chosen log-ratio   {np.mean(dpo_log.chosen[-5:]):6.2f} (last 5 steps)")
 print(f"rejected log-ratio {np.mean(dpo_log.rejected[-5:]):6.2f}")
-sampled = {"SFT": policy, "PPO (judge)": rl_policy, "DPO": dpo_policy}
-for name, model in sampled.items():
-    accuracy = P.sampled_accuracy(model, test_words)
-    print(f"{name:12} sampled answers right on unseen words: {accuracy:.2f}")
+for name, model in {"SFT": policy, "PPO (judge)": rl_policy, "DPO": dpo_policy}.items():
+    p_right = P.right_answer_probability(model, test_words)  # mean pi(right answer | word)
+    print(f"{name:12} P(a sampled answer is right), mean over the unseen words: {p_right:.2f}")
 
 # %% [markdown]
 # One run of each says little, and the PPO run above had an oracle for a reward, while DPO had
 # only the comparisons. The fair comparison gives both the same information. The shipped study
-# (`course_lib/feedback/study.py`; the command is in the appendix, it takes a few minutes on one
-# CPU core) trains, from the same SFT model and for each of five seeds:
+# (`course_lib/feedback/study.py`; the command is in the appendix) builds, for each of five
+# seeds, its own SFT model and its own comparisons (the seed draws the SFT weights and batches
+# and the wrong answers of the comparisons; seed 0 is this chapter's), and trains from them:
 #
-# - **PPO + learned RM**: a reward model trained on the comparisons DPO sees (200 steps), then
-#   PPO with GAE against its score, 40 iterations of 64 samples, at five values of $\beta$;
+# - **PPO + learned RM**: a reward model trained on the seed's comparisons (200 steps), then PPO
+#   with GAE against its score, 40 iterations of 64 samples, at five values of $\beta$. This is
+#   the plain pipeline: no normalisation of the reward model (InstructGPT's bias, see the
+#   exercises), no whitening or clipping of the rewards, and no reward model retrained on the
+#   policy's own samples;
 # - **DPO**: 60 steps of 64 of those comparisons, at three values of $\beta$;
 # - as references with an oracle reward (RLVR), **PPO + exact judge** with GAE and with the
 #   leave-one-out baseline, at section 10.4's $\beta = 0.05$.
 #
-# We show every $\beta$ rather than the best one, which would be chosen on the test words. All
-# are scored on the 200 unseen words: the share of sampled answers right (mean ± standard error
-# over the seeds, and the worst and best seed), the greedy accuracy and the KL to the SFT model
-# on the policy's own samples.
+# Each method at each $\beta$ ran at five learning rates, $10^{-4}$ to $10^{-2}$ a factor of
+# about 3 apart, and the table shows the rate that scored best on 200 *validation* words (a `*`
+# marks a best rate at the edge of the grid); every $\beta$ is shown, rather than the best one.
+# All are scored on 200 unseen test words: the exact probability of the right answer (mean ±
+# standard error over the seeds, and the worst and best seed), the greedy accuracy, the KL to
+# the SFT model on the policy's own samples (4 per word), and "pairs", the share of the held-out
+# comparisons ranked right by the reward model (PPO + RM) or by DPO's implicit reward
+# $\beta \log \pi(y)/\pi_\text{ref}(y)$ (DPO; TRL logs it as `rewards/accuracies`).
 
 # %%
-rows = study.summarise(shipped["runs"])
-layout = "{:30} {:>5} {:>5} {:>15} {:>10} {:>6} {:>5}"
-print(layout.format("method", "beta", "seeds", "sampled right", "min-max", "greedy", "KL"))
-start = shipped["sft"]
-print(layout.format("SFT (start)", "", "", f"{start['sampled']:.2f}", "", start["greedy"], 0.0))
+rows = study.select(study.summarise(shipped["runs"]))  # each (method, beta) at its best rate
+sft = np.array([s["p_right"] for s in shipped["sft"]])  # (seeds,) each seed's SFT model
+layout = "{:29} {:>4} {:>6} {:>11} {:>9} {:>6} {:>5} {:>5}"
+print(layout.format("method", "beta", "lr", "P(right)", "min-max", "greedy", "KL", "pairs"))
+sft_se = sft.std(ddof=1) / np.sqrt(len(sft))
+spread = f"{sft.min():.2f}-{sft.max():.2f}"
+greedy = f"{np.mean([s['greedy'] for s in shipped['sft']]):.2f}"
+print(
+    layout.format("SFT (start)", "", "", f"{sft.mean():.2f} ± {sft_se:.2f}", spread, greedy, 0, "")
+)
 for row in rows:
-    mean_se = f"{row['sampled_mean']:.2f} ± {row['sampled_se']:.2f}"
-    spread = f"{row['sampled_min']:.2f}-{row['sampled_max']:.2f}"
+    pairs = row.get("rm_pair_accuracy_mean", row.get("implicit_accuracy_mean"))
     print(
         layout.format(
             row["method"],
             row["beta"],
-            row["runs"],
-            mean_se,
-            spread,
+            f"{row['lr']:.0e}" + ("*" if row["lr_at_edge"] else ""),
+            f"{row['p_right_mean']:.2f} ± {row['p_right_se']:.2f}",
+            f"{row['p_right_min']:.2f}-{row['p_right_max']:.2f}",
             f"{row['greedy_mean']:.2f}",
             f"{row['kl_mean']:.2f}",
+            "" if pairs is None else f"{pairs:.2f}",
         )
     )
 
 # %% [markdown]
-# What the table shows, at these budgets (5 seeds; PPO 40 iterations of 64 samples, DPO 60
-# steps of 64 comparisons; default learning rates, not tuned):
+# Every method starts from the same SFT model within a seed, and the seeds' SFT models differ a
+# lot (seed 2's is the weak one), so compare the methods seed by seed: the best DPO row minus the
+# best PPO + RM row (each by its validation score), and, at a KL no larger than PPO's, the best
+# DPO run among those that stayed that close.
+
+# %%
+every = study.summarise(shipped["runs"])  # every (method, beta, learning rate)
+
+
+def by_seed(row):  # (seeds,) the exact P(right) of one row's runs, seed by seed
+    keys = (row["method"], row["beta"], row["lr"])
+    mine = [r for r in shipped["runs"] if (r["method"], r["beta"], r["lr"]) == keys]
+    return np.array([r["p_right"] for r in sorted(mine, key=lambda r: r["seed"])])
+
+
+def best(candidates):  # the row with the best validation score
+    return max(candidates, key=lambda r: r["p_right_val_mean"])
+
+
+ppo = best(r for r in rows if r["method"] == study.RM)
+dpo = best(r for r in rows if r["method"] == study.DPO)
+close = best(r for r in every if r["method"] == study.DPO and r["kl_mean"] <= ppo["kl_mean"])
+for name, row in (("the best DPO", dpo), ("DPO at a KL no larger", close)):
+    diff = by_seed(row) - by_seed(ppo)  # (seeds,) paired by seed
+    print(
+        f"{name} (beta {row['beta']}, lr {row['lr']:.0e}, KL {row['kl_mean']:.2f}) minus PPO + RM "
+        f"(beta {ppo['beta']}, lr {ppo['lr']:.0e}, KL {ppo['kl_mean']:.2f}): "
+        f"{diff.mean():+.2f} ± {diff.std(ddof=1) / np.sqrt(len(diff)):.2f}, "
+        f"seed by seed {[f'{d:+.2f}' for d in diff]}"
+    )
+print(f"DPO at a KL no larger: P(right) {close['p_right_mean']:.2f} ± {close['p_right_se']:.2f}")
+
+# %% [markdown]
+# What the study shows, at these budgets (5 seeds; PPO 40 iterations of 64 samples, DPO 60 steps
+# of 64 comparisons; each at its best of five learning rates):
 #
-# - With the oracle (RLVR), PPO reached 0.84 ± 0.01 of sampled answers right, with GAE and with
-#   the leave-one-out baseline alike, at a KL of about 0.3 nats. With four samples per prompt the
-#   leave-one-out baseline is already good; a value head should matter more with one sample per
-#   prompt or long answers, where credit must be given token by token (not tested here).
-# - From the comparisons alone, DPO reached between 0.71 ± 0.05 ($\beta = 0.1$) and
-#   0.77 ± 0.01 ($\beta = 0.3$). PPO against a reward model trained on the same comparisons
-#   reached at most 0.54 ± 0.02 ($\beta = 2$, against the SFT model's 0.49), and at
-#   $\beta \le 0.2$ it was hacked down to 0.00.
+# - With the oracle (RLVR), PPO reached a probability of the right answer of 0.90 ± 0.02 with
+#   GAE and 0.93 ± 0.02 with the leave-one-out baseline (both at the rate $3 \cdot 10^{-3}$, a KL
+#   of about 0.7 nats), from the SFT models' 0.46 ± 0.05.
+# - From the comparisons alone, DPO reached 0.70 ± 0.05 to 0.77 ± 0.04. PPO against a reward
+#   model trained on the same comparisons reached at most 0.54 ± 0.08 ($\beta = 1$). At
+#   $\beta \le 0.5$ its best rate was the grid's smallest, $10^{-4}$, and it still ended below
+#   the SFT models (0.37 to 0.41): no rate we tried let it improve there, and the larger ones
+#   were hacked to near 0.
+# - Seed by seed, the best DPO beat the best PPO + RM on all five seeds, by 0.23 ± 0.09 on
+#   average. The table's DPO rows travelled further (a KL of 1.0 to 1.9 against PPO's 0.56), but
+#   the lead is not bought with distance: at a KL of 0.30, DPO ($\beta = 1$, rate $10^{-3}$)
+#   reached 0.67 ± 0.05, ahead of PPO + RM on every seed, by 0.12 ± 0.04.
+# - The reward models ranked 0.83 to 0.89 of the held-out comparisons right (0.87 on average);
+#   DPO's implicit reward ranked 0.90 ($\beta = 0.1$) to 0.96 ($\beta = 1$) right. On answers like
+#   those of the comparisons, DPO's policy is the better reward model too.
 #
 # So "PPO beat DPO", which an earlier version of this chapter concluded from the runs against
 # the judge, was "an oracle reward beat comparisons". Given the same comparisons, DPO did better
-# here. Section 10.5 shows why: the reward model is wrong about answers unlike those in its
-# data, and PPO explores exactly there. DPO only moves probability between the answers it is
-# shown (and, as below, sometimes onto answers in neither set).
-#
+# here, on every seed and at a matched KL. Section 10.5 shows why PPO + RM fell behind: the
+# reward model is wrong about answers unlike those in its data, and PPO explores exactly there
+# (the held-out comparisons, made like the training ones, do not test that). DPO only moves
+# probability between the answers it is shown (and, as below, sometimes onto answers in neither
+# set). Whether InstructGPT's mitigations (a normalised reward model, rewards whitened or
+# clipped, a reward model retrained on the policy's samples) would close the gap is a hypothesis
+# this study does not test.
+
 # **Does DPO push both log-probabilities down?** The study logged, at every step, the mean
-# chosen and rejected log-ratios of the batch. Per seed, at $\beta = 0.1$:
+# chosen and rejected log-ratios of the batch. Per seed, at $\beta = 0.1$ and this section's
+# learning rate, $10^{-3}$:
 
 # %%
-dpo_runs = [r for r in shipped["runs"] if r["method"] == study.DPO and r["beta"] == 0.1]
+dpo_runs = [
+    r for r in shipped["runs"] if r["method"] == study.DPO and (r["beta"], r["lr"]) == (0.1, 1e-3)
+]
 fig, ax = new_axes(
     title="DPO (beta = 0.1): log pi(y) - log pi_ref(y) of the batch, per seed",
     xlabel="DPO step",
@@ -761,19 +970,27 @@ plt.show()
 for run in dpo_runs:
     chosen, rejected = np.mean(run["log"]["chosen"][-5:]), np.mean(run["log"]["rejected"][-5:])
     print(
-        f"seed {run['seed']}: chosen {chosen:6.2f}, rejected {rejected:6.2f}, "
-        f"gap {chosen - rejected:5.2f}; sampled right {run['sampled']:.2f}, KL {run['kl']:.2f}"
+        f"seed {run['seed']}: chosen {chosen:5.2f}, rejected {rejected:5.2f}, loss "
+        f"{np.mean(run['log']['loss'][-5:]):.2f}; P(right) {run['p_right']:.2f} (its SFT model "
+        f"{sft[run['seed']]:.2f}), greedy {run['greedy']:.2f}, KL {run['kl']:.1f}"
     )
+larger_beta = [
+    r for r in shipped["runs"] if r["method"] == study.DPO and r["lr"] == 1e-3 and r["beta"] > 0.1
+]
+below = sum(np.mean(r["log"]["chosen"][-5:]) < 0 for r in larger_beta)
+print(
+    f"beta = 0.3 and 1: chosen log-ratio below zero at the end on {below} of {len(larger_beta)} runs"
+)
 
 # %% [markdown]
-# At $\beta = 0.1$ the rejected answers' log-ratio fell by about 3.3 nats on every seed (4.1 on
-# seed 2). The chosen answers' log-ratio ended above zero on four seeds, and at zero on seed 2:
-# the seed whose sampled accuracy stayed at 0.51, whose greedy accuracy fell below the SFT
-# model's, and whose KL to the SFT model (1.9 nats) was about three times the others'. Its loss
-# fell like the others' (to about 0.53): the gap grew with the chosen answers no likelier, and
-# the probability went to answers in neither set. At $\beta = 0.3$ and $1$ (in the shipped file,
-# not plotted) the chosen log-ratio ended *below* zero on every seed, between -0.1 and -0.4,
-# while the loss fell: the gap grew by pushing both down.
+# At $\beta = 0.1$ the rejected answers' log-ratio fell by 3.3 to 6.4 nats. The chosen answers'
+# log-ratio rose on seeds 0 to 2 and fell on seeds 3 and 4, by about 1 nat: the two seeds whose
+# probability of the right answer ended below their own SFT model's and whose KL to the SFT
+# model was the largest (2.1 and 2.4 nats; their greedy accuracy fell to about 0.8, as seed 2's
+# did). Their loss fell like the others' (to about 0.5): the gap grew while the chosen answers
+# became less likely, and the probability went to answers in neither set. At $\beta = 0.3$ and
+# $1$ (not plotted; the last line above) the chosen log-ratio ended *below* zero on nine of the
+# ten runs at this rate, while the loss fell: the gap grew by pushing both down.
 #
 # That needs one more look, because our "chosen" answers are not all right: a swapped pair of
 # letters is preferred to a copied word. Split by whether the chosen answer is the right one,
@@ -792,7 +1009,9 @@ chosen = [c for _, c, _ in train_pairs]
 is_right = np.array([c == w[::-1] + "." for w, c, _ in train_pairs])
 print(f"chosen answers that are the right answer: {is_right.mean():.0%}")
 dpo_03, _ = P.train_dpo(policy, train_pairs, beta=0.3, steps=60)
-sft_logp = answer_logprob(policy, pair_words, chosen).numpy()
+sft_logp = answer_logprob(policy, pair_words, chosen)  # (N,)
+torch.testing.assert_close(sft_logp, P.answer_logprob(policy, pair_words, chosen))  # = library's
+sft_logp = sft_logp.numpy()
 for name, model in (("beta = 0.1", dpo_policy), ("beta = 0.3", dpo_03)):
     ratio = answer_logprob(model, pair_words, chosen).numpy() - sft_logp  # (N,) log-ratios
     print(
@@ -809,7 +1028,7 @@ for name, model in (("beta = 0.1", dpo_policy), ("beta = 0.3", dpo_03)):
 # the chosen wrong answers fell (-1.1). A falling chosen log-probability is therefore not by
 # itself a failure, nor a rising one a success: DPO's loss constrains only the gap within each
 # pair, and where the probability goes has to be measured on the answers one cares about (the
-# one seed above where it went elsewhere is the warning).
+# two seeds above where it went elsewhere are the warning).
 #
 # The costs differ in kind. A PPO iteration runs 8 sampling passes of the policy, one scoring
 # pass of the policy, the reference and (here) the reward model, and two gradient steps, and it
@@ -895,11 +1114,11 @@ assert 0 <= label_only <= 1 and 0 <= step_by_step <= 1
 
 # %% [markdown]
 # In our runs the label-only student stayed near chance (0.1): it has to find the sum of three
-# digits modulo 10 from 600 examples in one step. The step-by-step student scored between 0.8
-# and 0.96, depending on the machine. The rationale task teaches the intermediate sum, which the
-# label task then reuses through the shared weights. How much data does each student need?
-# Hsieh et al.'s curve is accuracy against the amount of training data. Ours, with 200 and 400
-# strings added to the 600 above (four more students, the chapter's slowest cell):
+# digits modulo 10 from 600 examples in one step. The step-by-step student scored between 0.77 and
+# 0.96, depending on the machine and its kernels. The rationale task teaches the intermediate sum,
+# which the label task then reuses through the shared weights. How much data does each student
+# need? Hsieh et al.'s curve is accuracy against the amount of training data. Ours, with 200 and
+# 400 strings added to the 600 above (four more students, the chapter's slowest cell):
 
 # %% tags=["nbval-ignore-output"]
 sizes = (200, 400, 600)
@@ -933,7 +1152,7 @@ print("labels and rationales: ", [round(a, 2) for a in curve[True]])
 # up; the shape, not the size, of the gap is what it shares with the paper's claim.
 
 # %% [markdown]
-# ## 10.8 What the notes leave out (core, 3 min)
+# ## 10.8 What the notes leave out (core, 2 min)
 #
 # Strabel's notes describe step 3 as "the model from 1 generates an output, the reward model
 # calculates a reward and then the model is updated using ... PPO". Read literally, that
@@ -956,80 +1175,53 @@ print("labels and rationales: ", [round(a, 2) for a in curve[True]])
 # %% [markdown]
 # ## Exercises
 #
-# Two are on the core path (about 10 minutes): a prediction and a bug to find. The others are
-# optional: an implementation with a checker that names the mistake, a derivation, two
-# conceptual questions and a stretch problem. Solutions are folded below each exercise.
-#
-# ```{exercise} Predict, then check: which ratio still gets a gradient? (core, 4 min)
-# :label: ex-feedback-predict
-#
-# Two tokens, each with advantage $A = +1$ and $\epsilon = 0.2$. After a few gradient steps the
-# first token's ratio is $\rho = 0.6$, the second's $\rho = 1.6$. What is the derivative of the
-# clipped objective $J$ with respect to each token's log-probability $\log \pi(y_t)$? Write the
-# two numbers (hint: $\partial \rho / \partial \log\pi = \rho$), then run the cell, which asks
-# autograd.
-# ```
-
-# %%
-prediction = None  # your prediction here: [dJ/dlog pi at rho = 0.6, at rho = 1.6]
-logp_old = torch.log(torch.tensor([0.5, 0.5], dtype=torch.float64))
-logp_new = torch.log(torch.tensor([0.3, 0.8], dtype=torch.float64)).requires_grad_()  # rho 0.6, 1.6
-ppo_clip_objective(logp_new, logp_old, torch.ones(2, dtype=torch.float64)).sum().backward()
-check_prediction(
-    prediction,
-    logp_new.grad.numpy().round(3),
-    what="the gradient at rho = 0.6 and rho = 1.6",
-    atol=0.02,
-    explanation="against the advantage the min keeps rho A (gradient rho A); with it, a constant",
-)
-
-# %% [markdown] tags=["solution"]
-# ```{solution-start} ex-feedback-predict
-# :class: dropdown
-# ```
-
-# %% tags=["solution"]
-# rho = 0.6 < 1 - eps with A > 0: the min keeps rho * A, whose derivative in log pi is rho * A.
-# rho = 1.6 > 1 + eps with A > 0: the min keeps 1.2 * A, a constant: no gradient.
-prediction = [0.6, 0.0]
-assert check_prediction(
-    prediction, logp_new.grad.numpy().round(3), what="the gradient", atol=0.02
-).passed
-
-# %% [markdown] tags=["solution"]
-# The token whose probability fell although it was good is pushed back up, with weight 0.6; the
-# token that already gained enough is left alone. Clipping removes the incentive to move
-# further in the direction the advantage wants, never the incentive to undo a move the wrong way.
-#
-# ```{solution-end}
-# ```
+# One is on the core path (about 10 minutes): a bug to find (the core prediction sits in
+# section 10.4, where it belongs). The others are optional: an implementation with a checker that
+# names the mistake, a derivation, two conceptual questions and a stretch problem. Solutions are
+# folded below each exercise.
 
 # %% [markdown]
-# ```{exercise} Debugging: a score in the wrong place (core, 6 min)
+# ```{exercise} Find the bug: GAE that reads past the end of an answer (core, 10 min)
 # :label: ex-feedback-debug
 #
-# A colleague's per-token rewards are below. PPO trained with them learns well when every answer
-# has the maximum length, and badly when the answers are short. Run it on section 10.4's toy
-# batch (`toy_score`, `toy_logp`, `toy_ref`, `toy_mask`), find the bug, and write the fixed
-# version as `fixed_per_token_rewards`. The checker tries it on answers of several lengths.
+# Section 10.4's `gae` assumes that every answer fills its row. A colleague adapted it to a
+# batch of answers of different lengths, padded after the full stop (`mask` is 1 on each
+# answer's tokens, 0 on the padding). PPO trained with it learns well when every answer has the
+# maximum length and badly when the answers are short. Run it on the batch below and compare
+# with the library's `PPO.advantages_and_returns` (its advantages before whitening); find what
+# is wrong, and write the fixed version as `fixed_gae`, with zeros at the padding. The checker
+# tries answers of several lengths, values that are not zero at the padding (the value head
+# reads every position) and two settings of $\gamma$ and $\lambda$.
 # ```
 
 
 # %%
-def buggy_per_token_rewards(score, logp, logp_ref, mask, beta):
-    rewards = -beta * (logp - logp_ref) * mask  # (B, T)
-    rewards[:, -1] += score  # the score, at the end of the answer
-    return rewards
+def buggy_gae(rewards, values, mask, gamma=1.0, lam=0.95):
+    # rewards, values, mask (B, T): mask is 1 on each answer's tokens, 0 on the padding after it
+    n = rewards.shape[-1]
+    advantages = torch.zeros_like(rewards)  # (B, T)
+    running = torch.zeros_like(rewards[:, 0])  # (B,)
+    for t in reversed(range(n)):
+        next_value = values[:, t + 1] if t + 1 < n else 0.0  # (B,)
+        delta = rewards[:, t] + gamma * next_value - values[:, t]  # (B,)
+        running = delta + gamma * lam * running
+        advantages[:, t] = running * mask[:, t]  # no advantage on the padding
+    return advantages
 
 
-print(buggy_per_token_rewards(toy_score, toy_logp, toy_ref, toy_mask, beta=0.1).numpy().round(3))
+batch_mask = torch.tensor([[1.0, 1.0, 0.0, 0.0], [1.0, 1.0, 1.0, 1.0]])  # answers of 2 and 4
+batch_rewards = torch.tensor([[0.0, 1.0, 0.0, 0.0], [0.0, 0.0, 0.0, 1.0]])  # the score at the end
+batch_values = torch.tensor([[0.3, 0.5, 0.8, 0.9], [0.2, 0.4, 0.6, 0.8]])  # V at every position
+print(buggy_gae(batch_rewards, batch_values, batch_mask).numpy().round(3) + 0.0)  # no -0.
+library = PPO.advantages_and_returns(batch_rewards, batch_values, batch_mask, 1.0, 0.95, False)
+print(library[0].numpy().round(3))
 
 
-def fixed_per_token_rewards(score, logp, logp_ref, mask, beta):
+def fixed_gae(rewards, values, mask, gamma=1.0, lam=0.95):
     raise NotImplementedError  # your code here
 
 
-check.per_token_rewards(fixed_per_token_rewards)
+check.masked_gae(fixed_gae)
 
 # %% [markdown] tags=["solution"]
 # ```{solution-start} ex-feedback-debug
@@ -1038,22 +1230,31 @@ check.per_token_rewards(fixed_per_token_rewards)
 
 
 # %% tags=["solution"]
-def fixed_per_token_rewards(score, logp, logp_ref, mask, beta):
-    rewards = -beta * (logp - logp_ref) * mask  # (B, T)
-    last = mask.sum(-1).long() - 1  # (B,) each answer's own last token
-    rewards[torch.arange(len(score)), last] += score
-    return rewards
+def fixed_gae(rewards, values, mask, gamma=1.0, lam=0.95):
+    n = rewards.shape[-1]
+    advantages = torch.zeros_like(rewards)  # (B, T)
+    running = torch.zeros_like(rewards[:, 0])  # (B,)
+    for t in reversed(range(n)):
+        next_value = values[:, t + 1] * mask[:, t + 1] if t + 1 < n else 0.0  # 0 after the end
+        delta = rewards[:, t] + gamma * next_value - values[:, t]  # (B,)
+        running = (delta + gamma * lam * running) * mask[:, t]  # nothing flows back from padding
+        advantages[:, t] = running
+    return advantages
 
 
-check.per_token_rewards(fixed_per_token_rewards, require=True)
+check.masked_gae(fixed_gae, require=True)
 
 # %% [markdown] tags=["solution"]
-# The last *column* is the last token only for answers of the maximum length. For a shorter
-# answer it is a padding position after the full stop: the score lands where the mask is 0, so
-# the value head is asked to predict a reward no token produced, and the policy's gradient (which
-# is masked) never sees it. In the toy batch the first answer's score 1 sits in column 4, after
-# its full stop. A sum over the row still gives eq. 2, so a test of "rewards sum to eq. 2" does
-# not catch this bug; a test that the score's position is inside the mask does.
+# The answer ends at its full stop: there is no value after it, and nothing that happens after
+# it belongs to it. The colleague's loop leaks the padding into the answer twice. At the last
+# token, $\delta_T$ adds $\gamma V_{T+1}$, the value head's output at a padding position. And at
+# every padding position $\delta_t = \gamma V_{t+1} - V_t$ is not zero, so the running sum
+# carries those errors back to the answer's tokens. The mask on the output hides both, because
+# it zeroes only the padding's own advantages. An answer that fills its row has no padding,
+# which is why PPO learned there. Two tests would pass the wrong code: answers of one length,
+# and a value head at zero (as at the start of training, so the bug bites only once the values
+# are learned). The same fix in one line, with the page's `gae`:
+# `gae(rewards * mask, values * mask, gamma, lam) * mask`, which is what the library does.
 #
 # ```{solution-end}
 # ```
@@ -1182,12 +1383,16 @@ torch.testing.assert_close(pairwise_loss(r_w + shift, r_l + shift), pairwise_los
 # ```
 
 # %% [markdown]
-# ```{exercise} Conceptual: why a KL penalty and not just early stopping? (optional, 5 min)
+# ```{exercise} Conceptual: a KL penalty, or early stopping? (optional, 8 min)
 # :label: ex-feedback-concept
 #
-# In section 10.5 the hacked policy first had to stop writing the full stop. Explain, with the
-# per-token KL, why that step is expensive under $\beta = 0.2$ and free under $\beta = 0$, and
-# why stopping training early is a weaker protection.
+# (a) In section 10.5 the hacked policy first had to stop writing the full stop. Explain, with
+# the per-token KL, why that step is expensive under $\beta = 0.2$ and free under $\beta = 0$.
+# (b) Gao et al. found that, against a learned reward model, a larger KL coefficient does not
+# buy a better true score at a given distance from the start: it mostly decides how far the
+# policy goes, which stopping earlier decides too {cite}`gao2023scaling`. Do section 10.5's
+# binned curves agree? (c) Then why does almost every RLHF run keep the KL term rather than stop
+# early?
 # ```
 
 # %% [markdown] tags=["solution"]
@@ -1195,13 +1400,33 @@ torch.testing.assert_close(pairwise_loss(r_w + shift, r_l + shift), pairwise_los
 # :class: dropdown
 # ```
 #
-# After the fourth letter the SFT model puts nearly all its probability on the full stop. A
+# (a) After the fourth letter the SFT model puts nearly all its probability on the full stop. A
 # policy that writes a letter there pays $\log \pi(\text{letter}) - \log \pi^\text{SFT}(\text{letter})$,
 # several nats, each time, which at $\beta = 0.2$ outweighs the 0.1 the proxy pays per letter. At
-# $\beta = 0$ nothing opposes the proxy. Early stopping only limits how far the optimisation has
-# gone, not where it goes: the direction is still "toward the proxy's flaw", and how many steps
-# are safe depends on the flaw, which one does not know in advance. The KL term changes the
-# optimum itself, to $\pi^* \propto \pi^\text{SFT} e^{r/\beta}$.
+# $\beta = 0$ nothing opposes the proxy.
+#
+# (b) Not quite, here. At the same $\sqrt{\mathrm{KL}}$, $\beta = 1$ lost less of the truth than
+# $\beta \le 0.2$ (about 0.07 less at 0.6 to 0.9, 0.1 less at 0.9 to 1.2, and on every seed in
+# the first bin): the penalty did a little more than stopping earlier would have. That leans
+# against Gao et al.'s finding, in a setting far from theirs (a policy of 26k parameters, 40
+# iterations, a reward model that is wrong about whole kinds of answers), and a bin compares a
+# few early iterations of a small $\beta$ with many late ones of a large $\beta$. Both agree on
+# what matters most: the truth fell the further the policy went, whatever $\beta$, and a larger
+# $\beta$ mainly kept it closer.
+#
+# (c) Because there is no gold signal to stop on in practice. Our truth curve uses the judge, and
+# Gao et al.'s a large "gold" reward model standing in for people; a real run has neither at
+# every step. The proxy it trains on keeps rising whether or not the answers improve, so the
+# moment to stop cannot be read off the training curves, and people can be asked only now and
+# then. The KL term puts the distance into the objective: its optimum,
+# $\pi^* \propto \pi^\text{SFT} e^{r/\beta}$ (section 10.6), is a fixed point that training
+# approaches rather than passes, so a run that goes on longer does not drift further, and a
+# $\beta$ chosen once, with a few human evaluations, keeps meaning the same thing. Per token, it
+# also charges exactly the moves that leave the SFT model's habits, like the unstopped answers of
+# (a), which keeps the policy where the reward model's scores were trained and keeps PPO's
+# updates stable. Gao et al. caution that their KL result may depend on the hyperparameters; it
+# says that the KL term is no better than early stopping at a well-chosen distance, not that it
+# is useless.
 #
 # ```{solution-end}
 # ```
@@ -1241,28 +1466,35 @@ torch.testing.assert_close(pairwise_loss(r_w + shift, r_l + shift), pairwise_los
 # - InstructGPT's three steps: SFT with the loss on the response (masking the prompt is a design
 #   choice; here it helps); a reward model trained on $\binom{K}{2}$ comparisons per prompt with
 #   $-\log\sigma(r_w - r_l)$; PPO against the reward model with a per-token KL penalty to the SFT
-#   model. InstructGPT's reward model agreed with held-out labellers 69.6% of the time, near the
-#   labellers' own agreement of about 73%.
+#   model. InstructGPT's reward model predicted its training labellers' preferences 72.4% of the
+#   time and held-out labellers' 69.6%; the two groups agreed among themselves 72.6% and 77.3%.
 # - The k1 and k3 estimates of the KL, averaged under the policy, are the exact KL; k3 is never
 #   negative.
 # - PPO's clipped objective equals the unclipped surrogate $\rho A$ inside $1 \pm \epsilon$ and
 #   also wherever the ratio has moved against the advantage (the min keeps it, so the move is
 #   undone); it is flat, with no gradient, only where the ratio has moved beyond $1 \pm \epsilon$
-#   in the direction the advantage wants. InstructGPT's PPO spreads the reward over the tokens
-#   (the KL at each, the score at the last), learns a value for every token and takes GAE
-#   advantages (a backward loop); RLOO and GRPO replace the value by the other answers' mean.
+#   in the direction the advantage wants. PPO for language models spreads the reward over the
+#   tokens (the KL at each, the score at the last), learns a value for every token and takes GAE
+#   advantages (a backward loop that must stop at each answer's end); RLOO and GRPO replace the
+#   value by the other answers' mean.
 # - A policy optimised against a flawed proxy, or against a learned reward model off its data,
-#   exploits it: the proxy rises while the truth falls, and the KL penalty is what limits it.
-#   Strabel's summary leaves the KL term out.
-# - DPO is the reward model's loss with the implicit reward $\beta \log(\pi/\pi_\text{ref})$. On
-#   the same comparisons and over five seeds, DPO got 0.71-0.77 of sampled answers right and PPO
-#   against a reward model trained on them at most 0.54 (hacked to 0 at small $\beta$); PPO
-#   against the exact judge (RLVR, an oracle) got 0.84. DPO's loss can fall while the chosen
-#   answers become less likely; where the right answers went must be measured, not assumed.
+#   exploits it: the proxy rises while the truth falls. A larger $\beta$ mainly keeps the policy
+#   closer to the start, where it loses less; Gao et al. found that at a given KL the penalty is
+#   no better than stopping early (here it was a little better), and it is kept because there is
+#   no true signal to stop on. Strabel's summary leaves the KL term out.
+# - DPO is the reward model's loss with the implicit reward $\beta \log(\pi/\pi_\text{ref})$.
+#   From the same comparisons, over five seeds (each with its own SFT model and comparisons) and
+#   each method at its best learning rate, DPO reached a probability of the right answer of
+#   0.70-0.77 and PPO against a reward model trained on them at most 0.54, behind DPO on every
+#   seed and at a matched KL; PPO against the exact judge (RLVR, an oracle) reached 0.90-0.93.
+#   DPO's implicit reward ranked held-out comparisons better (0.90-0.96) than the reward models
+#   (0.83-0.89). DPO's loss can fall while the chosen answers become less likely; where the right
+#   answers went must be measured, not assumed.
 # - Distillation at temperature $T$ needs the factor $T^2$ to keep the soft and hard terms'
 #   balance. A student trained on a program teacher's rationales as a second task learned a
 #   digit-sum task that the same student trained on labels alone did not.
-#
+
+# %% [markdown]
 # ## References
 #
 # - G. Strabel, *Transformers*, lecture notes, 2023, sections 7 and 10 {cite}`strabel2023transformers`.
@@ -1278,6 +1510,9 @@ torch.testing.assert_close(pairwise_loss(r_w + shift, r_l + shift), pairwise_los
 #   (RLVR) {cite}`lambert2024tulu`.
 # - L. Gao, J. Schulman, J. Hilton, *Scaling laws for reward model overoptimization*, ICML 2023
 #   {cite}`gao2023scaling`.
+# - D. M. Ziegler et al., *Fine-tuning language models from human preferences*, 2019
+#   {cite}`ziegler2019fine`; N. Stiennon et al., *Learning to summarize from human feedback*,
+#   NeurIPS 2020 {cite}`stiennon2020learning`.
 # - Z. Shi et al., *Instruction tuning with loss over instructions*, 2024 {cite}`shi2024instruction`.
 # - R. Rafailov et al., *Direct preference optimization: your language model is secretly a reward
 #   model*, NeurIPS 2023 {cite}`rafailov2023direct`.
@@ -1285,7 +1520,8 @@ torch.testing.assert_close(pairwise_loss(r_w + shift, r_l + shift), pairwise_los
 #   {cite}`hinton2015distilling`.
 # - C.-Y. Hsieh et al., *Distilling step-by-step! Outperforming larger language models with less
 #   training data and smaller model sizes*, Findings of ACL 2023 {cite}`hsieh2023distilling`.
-#
+
+# %% [markdown]
 # ## How this chapter is tested
 #
 # **Parity.** Every function written on the page equals the library's PyTorch version (one
@@ -1327,22 +1563,29 @@ print(len(on_page), "functions on the page equal the NumPy references")
 # mistake), and retrains short runs (marked `portability`), comparing only losses, rewards and
 # accuracies, never weights, and asserting sanity ranges, not the chapter's conclusions.
 #
-# **Machine-dependent outputs.** The cells tagged `nbval-ignore-output` (the reward-hacking runs
-# of section 10.5 and the distillation students of section 10.7) train long enough for another
-# CPU's kernels to change the printed numbers in the second decimal: the step-by-step student
-# scored between 0.8 and 0.96 on the machines we tried, the label-only one about 0.1. The other
-# cells, and this notebook as a whole, also pass with PyTorch's portable kernels
-# (`ATEN_CPU_CAPABILITY=default`).
+# **Machine-dependent outputs.** The cells tagged `nbval-ignore-output` (the reward model's
+# accuracy in section 10.3, the reward-hacking runs of section 10.5 and the distillation students
+# of section 10.7) train long enough for another CPU's kernels to change the printed numbers in
+# the second decimal: the reward model ranked 0.83, 0.84 or 0.85 of the held-out comparisons
+# right on the CPUs and kernels we tried, the step-by-step student scored between 0.77 and 0.96,
+# the label-only one about 0.1. The numbers the text relies on are printed from the shipped study
+# instead. The other cells train briefly or not at all, and print probabilities computed exactly
+# rather than sampled.
 #
-# **The shipped study** (`data/feedback/seed_study.json`, read in sections 10.5 and 10.6) was made
-# by `OMP_NUM_THREADS=1 nice -n 10 python -m course_lib.feedback.study data/feedback/seed_study.json`
-# (`run_study` in `course_lib/feedback/study.py`, one CPU thread). `tests/test_feedback.py` runs
-# the script on a tiny setting and checks that the shipped file has every method, seed and
-# $\beta$ and the command. `data/README.md` describes the file.
+# **The shipped study** (`data/feedback/seed_study.json`, read in sections 10.3, 10.5 and 10.6)
+# was made by
+# `OMP_NUM_THREADS=1 nice -n 10 python -m course_lib.feedback.study data/feedback/seed_study.json`
+# (`run_study` in `course_lib/feedback/study.py`, one CPU thread, 250 runs: five seeds, each with
+# its own SFT model and comparisons, every method at five learning rates). `tests/test_feedback.py`
+# runs the script on a tiny setting, checks the exact probability of the right answer against
+# sampling and DPO's implicit-reward accuracy against its definition, and checks that the shipped
+# file has every method, seed, $\beta$ and learning rate and the command. `data/README.md`
+# describes the file.
 #
 # **Timing.** `benchmarks/feedback.py` (`python -m benchmarks.run feedback`) runs three seeds of
-# the study with timings: seconds per PPO iteration (with the learned reward model and with the
-# judge) and per DPO step, with the accuracy and spread each reaches. Measured on an idle machine
+# the study with timings, at the default learning rate: seconds per PPO iteration (with the
+# learned reward model and with the judge) and per DPO step, with the score and spread each
+# reaches. Measured on an idle machine
 # before the learned-reward-model runs were added, a PPO iteration against the judge took about
 # as long as two DPO steps (0.04 s against 0.02 s, one CPU thread), and the value head added
 # under a tenth; the reward model adds one forward pass per iteration. Timings taken on the

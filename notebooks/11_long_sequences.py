@@ -46,7 +46,8 @@ if "google.colab" in sys.modules or os.environ.get("COURSE_COLAB") == "1":
 #   with the memory tracker that its memory grows linearly with $L$;
 # - write FlashAttention's forward pass with the online softmax, check it against
 #   `torch.nn.functional.scaled_dot_product_attention`, and say what it saves (memory, and
-#   main-memory traffic by a constant factor) and what it does not (FLOPs, quadratic time);
+#   main-memory traffic by a constant factor) and what it does not (FLOPs, quadratic time),
+#   and what FlashAttention-2 and -3 changed;
 # - write Transformer-XL's segment recurrence and prove it equals one masked pass; (optional)
 #   compute its four-term relative score with the "relative shift";
 # - (optional) predict from a pattern's mask which questions of a long-range task a trained
@@ -54,8 +55,9 @@ if "google.colab" in sys.modules or os.environ.get("COURSE_COLAB") == "1":
 #
 # **Assumes**: chapter 2 (the online softmax), chapter 4 (masked attention, its cost) and
 # chapter 6 (relative positions). NumPy and a little PyTorch.
-# **Core path**: about 46 minutes of sections, and about 59 with the two exercises marked
-# core; the optional sections add about 34 minutes, the optional exercises about 37.
+# **Core path**: about 45 minutes of sections, and about 65 with the exercise marked core (the
+# sliding window by blocks, about 20); the optional sections add about 44 minutes, the optional
+# exercises about 45.
 #
 # The chapter follows section 9 of Strabel's notes {cite}`strabel2023transformers` (Transformer-XL,
 # eq. 25; the Sparse Transformer, eqs. 26–28; Longformer; BigBird) and the "sub-quadratic
@@ -92,7 +94,7 @@ def mib(n_bytes: int) -> float:
 
 
 # %% [markdown]
-# ## 11.1 Why the square hurts (core, 4 min)
+# ## 11.1 Why the square hurts (core, 3 min)
 #
 # Chapter 4's attention holds the logits and the weights, each (L, L), at once. The memory
 # tracker of the course counts every tensor PyTorch creates while a function runs; here it
@@ -118,8 +120,9 @@ assert all(3.8 < dense[2 * L] / dense[L] < 4.4 for L in (256, 512, 1024))
 # more than a laptop has. The time grows the same way (chapter 4 measured it, and showed that
 # below $L = 2d$ the feed-forward network costs more than attention, though never more than
 # twice as much).
-#
-# ## 11.2 The Sparse Transformer's index sets (core, 8 min)
+
+# %% [markdown]
+# ## 11.2 The Sparse Transformer's index sets (core, 12 min)
 #
 # Strabel's notes (eqs. 26–28, after Child et al. {cite}`child2019generating`) let query $i$
 # attend to a *set* of keys $S_i$ only:
@@ -193,8 +196,12 @@ assert np.allclose(
 
 # %% [markdown]
 # Eq. (27) over these sets equals dense attention with the pattern as its mask (the last
-# assertion). With $l \approx \sqrt{L}$ each query sees about $l$ recent keys and $L / l$
-# strided ones, $2\sqrt{L}$ in all: the cost is $O(L \sqrt{L})$ instead of $O(L^2)$.
+# assertion). With $l \approx \sqrt{L}$ each query sees about $l$ recent keys and at most
+# $L / l$ strided ones (about half that on average, since a query sees only the past): up to
+# $2\sqrt{L}$ each, about $1.5\,L\sqrt{L}$ entries for the whole matrix (the cell below counts
+# them). The cost is $O(L \sqrt{L})$ instead of $O(L^2)$, provided only the
+# allowed entries are computed. A mask alone saves nothing: dense attention under the
+# pattern's mask still computes all $L^2$ logits and then throws most of them away.
 
 # %%
 for L_ in (256, 1024, 4096):
@@ -211,11 +218,10 @@ for L_ in (256, 1024, 4096):
 # read, worked better.
 
 # %% [markdown]
-# ## 11.3 Block-sparse attention that never forms the matrix (optional, 7 min)
+# ## 11.3 Block-sparse attention that never forms the matrix (optional, 6 min)
 #
-# A mask alone saves nothing: dense attention still computes all $L^2$ logits and then throws
-# most away. The savings come from computing only the allowed entries, and hardware likes them
-# in blocks. So the patterns are usually stated over blocks of `block` positions: a boolean
+# Computing only the allowed entries is what saves, and hardware likes them in blocks. So the
+# patterns are usually stated over blocks of `block` positions: a boolean
 # *layout* (L / block, L / block) says which query block sees which key block.
 # `block_sparse_attention` takes the P pairs the layout names, computes their (block, block)
 # logits as one batch, and runs each query block's softmax across its pairs (the maxima and sums
@@ -260,11 +266,10 @@ assert (
 # every pair of blocks it computes, and wins only at L = 2048 here, by a factor of about 1.2.
 # If the two trends hold (an extrapolation from three lengths), the factor doubles with every
 # further doubling of L.
+
+# %% [markdown]
+# ## 11.4 Longformer: a sliding window, dilation and global tokens (core, 10 min)
 #
-# ## 11.4 Longformer: a sliding window, dilation and global tokens (core, 8 min)
-#
-# A mask alone saves nothing: dense attention under a mask still computes all $L^2$ logits and
-# then throws most away. The savings come from computing only the allowed entries.
 # Longformer {cite}`beltagy2020longformer` gives every token a window of $w$ neighbours on each
 # side, $O(L w)$ work.
 #
@@ -340,7 +345,7 @@ assert all(1.9 < b / a < 2.1 for a, b in zip(window_peaks, window_peaks[1:], str
 pattern_explorer(L=32)
 
 # %% [markdown]
-# ## 11.5 BigBird: window, global and random blocks (optional, 7 min)
+# ## 11.5 BigBird: window, global and random blocks (optional, 6 min)
 #
 # BigBird {cite}`zaheer2020bigbird` works on blocks and combines three parts: each block row sees
 # its window (itself and its two neighbours), the global blocks (the first and the last) and
@@ -384,7 +389,8 @@ print("blocks per row:", layout.sum(axis=1).tolist())
 # **three times**: the output is not attention under any mask, but attention with a bias of
 # $\log(1 + r) = \log 3$ on block 0's keys, and an evaluated BigBird has window and global
 # attention only, with the first block over-weighted.
-#
+
+# %% [markdown]
 # ## 11.6 How far does information travel? (optional, 5 min)
 #
 # A sparse layer sees little, but layers stack: after $n$ layers position $i$ has heard from
@@ -427,7 +433,7 @@ assert reach_table["dilated window w = 8, d = 4"] == (None, 5)
 # block) for longer sequences).
 
 # %% [markdown]
-# ## 11.7 A task that needs long range, trained under each pattern (optional, 8 min)
+# ## 11.7 A task that needs long range, trained under each pattern (optional, 15 min)
 #
 # Counting paths says what a pattern *could* carry; training says what a model *does* with it.
 # The task is **associative recall at a distance**. A sequence of $L = 128$ tokens is mostly
@@ -515,7 +521,8 @@ for name in ("dense (causal)", "Longformer w=32 + global query", "BigBird blocks
 # - **Dense** sees every position: it answers at every distance (about 0.9 after 300 steps;
 #   more steps would raise it everywhere alike).
 # - **The sliding window** ($w = 32$) answers the questions whose pair is at most 32 back
-#   nearly as well as dense does, and is at chance beyond. That is not a failure of training:
+#   about 0.8 of the time (dense: about 0.9; one seed, so read the gap as "somewhat lower", not
+#   as a measured difference), and is at chance beyond. That is not a failure of training:
 #   for those questions, nothing inside its row says anything about the answer. Section 11.6's
 #   count says a window of 32 needs 4 layers to carry position 0 to position 127.
 # - **Strided** and **fixed** see their local part (16 back, or the own block of 16) and a few
@@ -636,7 +643,26 @@ assert flash < explicit / 10
 #   the traffic fall to $\Theta(L d)$. The paper also proves that no exact attention can need
 #   asymptotically fewer accesses for every $M$ between $d$ and $L d$.
 #
-# ## 11.9 Transformer-XL: a memory of the previous segment (core, 9 min)
+# **Three versions, two loop orders.** The first FlashAttention (FA-1) runs its outer loop over
+# blocks of keys and values: it loads one such block on chip, then streams every block of queries
+# past it, reading each query block's running output, maximum and sum from main memory and
+# writing them back, once per key block (the derivation exercise counts that traffic).
+# FlashAttention-2 {cite}`dao2024flashattention2` swaps the loops: a block of queries is loaded
+# once and stays on chip with its statistics while the keys and values stream past. That is the
+# order of `flash_forward` above (one block holding every query) and of the library (blocks of
+# queries). FA-2 also leaves the output unnormalised until the end and divides by the sum once,
+# as `acc / s` does, which saves FLOPs outside the matrix products, and it spreads the query
+# blocks over the GPU's cores as well as the batch and heads: about twice FA-1's speed on an
+# A100. Both orders move $\Theta(L^2 d^2 / M)$ numbers; the query-outer order streams K and V
+# once per query block instead of Q and O once per key block. FlashAttention-3
+# {cite}`shah2024flashattention3` keeps FA-2's algorithm and fits it to NVIDIA's H100: its tensor
+# cores and memory copies run asynchronously, so one block's softmax overlaps the next block's
+# matrix products, and it adds an FP8 path; the paper reports up to 75% of the H100's peak in
+# FP16. The course's kernel is FA-2's algorithm written as a loop of PyTorch operations: it
+# shows the memory saving, not the speed, which needs a fused kernel that keeps its tiles on chip.
+
+# %% [markdown]
+# ## 11.9 Transformer-XL: a memory of the previous segment (core, 8 min)
 #
 # A model trained on segments of length L sees nothing before its segment ("context
 # fragmentation"). At evaluation, the notes' vanilla model (their Figure 6) gives every
@@ -657,16 +683,16 @@ assert flash < explicit / 10
 
 
 # %%
-def segments_with_memory(layers, x, L, M):
+def segments_with_memory(layers, x, L, mem_len):
     """Eq. (25), segment by segment; x (B, T, d) with T a multiple of the segment length L."""
     mems = [x[:, :0]] * len(layers)  # one memory per layer, empty before the first segment
     outs = []
     for start in range(0, x.shape[1], L):
         h = x[:, start : start + L]  # (B, L, d): this segment's input to layer 1
         for n, layer in enumerate(layers):
-            context = torch.cat([mems[n], h], dim=1)  # (B, M' + L, d): [SG(memory); h]
-            mems[n] = context[:, -M:].detach() if M else x[:, :0]  # SG: the next memory
-            K = context.shape[1]
+            context = torch.cat([mems[n], h], dim=1)  # (B, K, d): [SG(memory); h]
+            mems[n] = context[:, -mem_len:].detach() if mem_len else x[:, :0]  # SG: next memory
+            K = context.shape[1]  # the memory's K - L positions, then the segment's L
             sees = torch.arange(K)[None, :] <= torch.arange(L)[:, None] + K - L  # (L, K)
             h = layer(h, context, sees)  # (B, L, d): queries from h only
         outs.append(h)
@@ -675,13 +701,13 @@ def segments_with_memory(layers, x, L, M):
 
 model = TransformerXL(d_model=16, n_heads=2, n_layers=3, seed=0).double()
 x = torch.randn(2, 12, 16, dtype=torch.float64)  # (B, T, d): three segments of 4
-by_segment = segments_with_memory(model.layers, x, L=4, M=4)  # (B, T, d)
+by_segment = segments_with_memory(model.layers, x, L=4, mem_len=4)  # (B, T, d)
 torch.testing.assert_close(by_segment, model.forward_segments(x, segment_len=4, mem_len=4))
 
 # %% [markdown]
-# The mask `sees` lets query $i$ of the segment, which sits at position $M' + i$ of the context,
-# see every memory position and the segment's positions up to its own. A claim worth proving:
-# running segment by segment with the memory gives **exactly** what one pass over the whole
+# The mask `sees` lets query $i$ of the segment, which sits at position $K - L + i$ of the
+# context, see every memory position and the segment's positions up to its own. A claim worth
+# proving: running segment by segment with the memory gives **exactly** what one pass over the whole
 # sequence gives under a mask that lets position $i$ see $j \le i$ back to `mem_len` positions
 # before its segment's start (with an empty memory for the first segment). Here is that mask
 # for 8 positions, segments of 2 and a memory of 2, and the check for the model above:
@@ -695,9 +721,9 @@ torch.testing.assert_close(by_segment, one_pass)
 # Through three layers the two agree: layer $n$ of a segment reads layer $n-1$ of the memory,
 # which was computed, in its own segment, with the same mask. So each extra layer reaches
 # `mem_len` positions further back (one more segment when the memory is a segment long): the
-# context grows with the depth, $O(N L)$ for $N$ layers, at the cost of one segment's
-# attention. The stop-gradient (the `.detach()` in the loop) is the difference in training: a
-# loss on the second segment sends no gradient into the first.
+# context grows with the depth, about `mem_len` times the number of layers, at the cost of one
+# segment's attention. The stop-gradient (the `.detach()` in the loop) is the difference in
+# training: a loss on the second segment sends no gradient into the first.
 
 # %%
 x.requires_grad_(True)
@@ -715,54 +741,61 @@ print(f"largest gradient on segment 1: with SG {with_sg}, one masked pass {one_p
 assert with_sg == 0 and one_pass > 0.1
 
 # %% [markdown]
-# ## 11.10 Transformer-XL's relative positions (optional, 7 min)
+# ## 11.10 Transformer-XL's relative positions (optional, 6 min)
 #
 # Eq. (25) is silent about positions, but they matter: with absolute encodings, position 3 of the
 # memory and position 3 of the current segment would look the same. Transformer-XL scores query $i$
-# and key $j$ with the embedding $R_{i-j}$ of their distance (a sinusoid, chapter 6) and two learned
-# vectors $u$ and $v$ that replace the query's position:
+# and key $j$ with the embedding $R_{i-j}$ of their distance (a sinusoid, chapter 6), projected by
+# its own matrix $W_{k,R}$, and two learned vectors $u$ and $v$ that replace the query's position
+# (Dai et al., section 3.3, with $q_i = W_q x_i$ and the content key $k_j = W_{k,E}\, x_j$):
 #
-# $$A_{ij} = \underbrace{q_i^\top k_j}_{(a)\text{ content}} + \underbrace{q_i^\top R_{i-j}}_{(b)\text{ content-position}}
-#   + \underbrace{u^\top k_j}_{(c)\text{ global content}} + \underbrace{v^\top R_{i-j}}_{(d)\text{ global position}} .$$
+# $$A_{ij} = \underbrace{q_i^\top k_j}_{(a)\text{ content}} + \underbrace{q_i^\top W_{k,R} R_{i-j}}_{(b)\text{ content-position}}
+#   + \underbrace{u^\top k_j}_{(c)\text{ global content}} + \underbrace{v^\top W_{k,R} R_{i-j}}_{(d)\text{ global position}} .$$
 #
-# Terms (a) and (c) are one product, $(q + u) K^\top$; terms (b) and (d) are $(q + v) R^\top$,
-# but with $R$'s rows ordered by distance ($R_{K-1}, \dots, R_0$), not by key. The **relative
-# shift** moves row $i$ left by $L_q - 1 - i$ to line distances up with keys, by padding a
-# zero column and reading the numbers in another shape (no gather):
+# The two key matrices are the paper's separation of content and position: a key's content is
+# projected by $W_{k,E}$, a distance by $W_{k,R}$ (the library's `w_r`). Write
+# $\tilde R_{i-j} = W_{k,R} R_{i-j}$ for the projected distances. Terms (a) and (c) are one
+# product, $(q + u) K^\top$; terms (b) and (d) are $(q + v) \tilde R^\top$, but with
+# $\tilde R$'s rows ordered by distance ($\tilde R_{K-1}, \dots, \tilde R_0$), not by key. The
+# **relative shift** moves row $i$ left by $L_q - 1 - i$ to line distances up with keys, by
+# padding a zero column and reading the numbers in another shape (no gather):
 
 # %%
-L_q, M = 3, 2
-bd = np.arange(1.0, L_q * (M + L_q) + 1).reshape(L_q, M + L_q)  # (L_q, K): by distance
+L_q, L_mem = 3, 2
+bd = np.arange(1.0, L_q * (L_mem + L_q) + 1).reshape(L_q, L_mem + L_q)  # (L_q, K): by distance
 padded = np.pad(bd, ((0, 0), (1, 0)))  # (L_q, K + 1)
-raw = padded.reshape(M + L_q + 1, L_q)[1:].reshape(L_q, M + L_q)  # (L_q, K): shifted
+raw = padded.reshape(L_mem + L_q + 1, L_q)[1:].reshape(L_q, L_mem + L_q)  # (L_q, K): shifted
 print(bd, raw, ref.rel_shift(bd), sep="\n\n")
-assert (ref.rel_shift(bd) == np.where(np.tril(np.ones((L_q, M + L_q)), M) == 1, raw, 0)).all()
+band = np.tril(np.ones((L_q, L_mem + L_q)), L_mem) == 1  # (L_q, K): keys up to the query's own
+assert (ref.rel_shift(bd) == np.where(band, raw, 0)).all()
 
 # %% [markdown]
 # Row 2 (the last query) does not move; row 0 moves two places. Above the band (keys in the
 # query's future) the trick leaves the padding zero and numbers of the next row; the library
 # sets them to 0, and the causal mask hides them anyway. The two-product form equals the four
-# terms written out one by one, with $R$ indexed by distance:
+# terms written out one by one, with the projected distances indexed by distance (random rows
+# stand in for $\tilde R = W_{k,R} R$; in the library's layer `w_r` makes them from the
+# sinusoids):
 
 # %%
 d = 4
-q, k = rng.standard_normal((L_q, d)), rng.standard_normal((M + L_q, d))
-R_by_distance, u, w = (
-    rng.standard_normal((M + L_q, d)),
+q, k = rng.standard_normal((L_q, d)), rng.standard_normal((L_mem + L_q, d))
+R_by_distance, u, v_pos = (  # term (d)'s learned vector (not the window's w)
+    rng.standard_normal((L_mem + L_q, d)),
     rng.standard_normal(d),
     rng.standard_normal(d),
 )
-four_terms = np.zeros((L_q, M + L_q))
+four_terms = np.zeros((L_q, L_mem + L_q))
 for i in range(L_q):
-    for j in range(M + i + 1):  # keys up to the query's own position M + i
-        R = R_by_distance[M + i - j]
-        four_terms[i, j] = q[i] @ k[j] + q[i] @ R + u @ k[j] + w @ R
-fast = acc.xl_relative_logits(*map(torch.from_numpy, (q, k, R_by_distance[::-1].copy(), u, w)))
-allowed = np.tril(np.ones((L_q, M + L_q), dtype=bool), M)
+    for j in range(L_mem + i + 1):  # keys up to the query's own position L_mem + i
+        R = R_by_distance[L_mem + i - j]
+        four_terms[i, j] = q[i] @ k[j] + q[i] @ R + u @ k[j] + v_pos @ R
+fast = acc.xl_relative_logits(*map(torch.from_numpy, (q, k, R_by_distance[::-1].copy(), u, v_pos)))
+allowed = np.tril(np.ones((L_q, L_mem + L_q), dtype=bool), L_mem)
 np.testing.assert_allclose(fast.numpy()[allowed], four_terms[allowed], atol=1e-12)
 
 # %% [markdown]
-# ## 11.11 What the notes get wrong (core, 5 min)
+# ## 11.11 What the notes get wrong (optional, 6 min)
 #
 # **The fixed pattern's set has one value too many** (Strabel's notes, section 9.2, as in the
 # paper): $A^{(2)}_i = \{j : j \bmod l \in \{t, t+1, \dots, l\}\}$ with $t = l - c$ lists
@@ -824,12 +857,14 @@ assert np.flatnonzero(row).tolist() == [4, 7, 10, 13, 16]  # 2 skipped between n
 # makes the memory usable), and BigBird's section 9.4 is empty apart from the figure. The
 # handwritten notes' "compute for FFN ≫ compute for MHA" for $T < 1000$ is corrected in
 # chapter 4 (section 4.11): the FFN costs at most twice the attention.
-#
+
+# %% [markdown]
 # ## Exercises
 #
-# Two exercises are part of the core path, about 13 minutes: the window by blocks (9) and the
-# online-softmax bug (4). The other four are optional, about 37 minutes: the window count (2),
-# Transformer-XL's reach (3), FlashAttention's traffic (10) and the stretch (20).
+# One exercise is on the core path, about 20 minutes: the window by blocks, the chapter's
+# central algorithm written from its description. The other five are optional, about 45
+# minutes: the online-softmax bug (10), the window count (2), Transformer-XL's reach (3),
+# FlashAttention's traffic (10) and the stretch (20).
 # Kinds: implement (a checker names what is wrong), debugging, predict then check, a derivation
 # and a stretch problem. Solutions are folded below each exercise.
 #
@@ -881,16 +916,16 @@ def window_attention(q, k, v, w):
 check.window_attention(window_attention, require=True)
 
 # %% [markdown] tags=["solution"]
-# ```{solution-end}
-# ```
-#
 # Two masks are needed inside the blocks. The band $|i - j| \le w$ removes the up to $2w$ keys
 # of the neighbouring blocks that lie too far away. The padding positions $j < 0$ and $j \ge L$
 # are zero vectors: left in, each would get the logit 0 and a weight $e^0$, pulling every
 # output near the ends towards the zero value. Memory: $3 L w$ logits instead of $L^2$.
+#
+# ```{solution-end}
+# ```
 
 # %% [markdown]
-# ```{exercise} Core, debugging: an online softmax that is right only sometimes
+# ```{exercise} Optional, find the bug: an online softmax that is right only sometimes
 # :label: ex-long_sequences-debug
 #
 # Here is an `update` for the running statistics of section 11.8, used by
@@ -943,9 +978,6 @@ check.online_softmax_update(update, require=True)
 assert np.allclose(check.attend_in_blocks(update, q1, k12, v12, 4), exact)
 
 # %% [markdown] tags=["solution"]
-# ```{solution-end}
-# ```
-#
 # The last line rescales `s` but not `acc`: when a block raises the maximum, the old terms of
 # `acc` stay measured against the old, smaller maximum, too large by $e^{m_\text{new} -
 # m_\text{old}}$ compared with `s`. In the first block `acc` is zero, so one block cannot show
@@ -953,6 +985,9 @@ assert np.allclose(check.attend_in_blocks(update, q1, k12, v12, 4), exact)
 # never rises, so `scale` is 1 ever after and the missing factor does not matter. A test with
 # one block, or with the largest logit first, passes a wrong implementation: test with several
 # blocks and a maximum that rises late.
+#
+# ```{solution-end}
+# ```
 
 # %% [markdown]
 # ```{exercise} Optional, predict then check: how many entries does a window compute?
@@ -969,6 +1004,10 @@ check_prediction(
     int(ref.sliding_window_mask(16, 2).sum()),
     what="the number of computed entries",
     rtol=0,
+    explanation=(
+        "a middle row sees 2w + 1 = 5 keys, but rows 0 and 15 see only 3 and rows 1 and 14 only "
+        "4: 16 * 5 - 2 * (2 + 1) = 74. 80 forgets the ends; 45 counts one side only (causal)"
+    ),
 )
 
 # %% [markdown] tags=["solution"]
@@ -998,7 +1037,16 @@ assert check_prediction(
 # %%
 prediction = None  # your prediction here
 heard = receptive_field(recurrence_mask(24, segment_len=4, mem_len=4).numpy(), 3)[23]  # (24,)
-check_prediction(prediction, 23 - int(np.flatnonzero(heard)[0]), what="the reach r", rtol=0)
+check_prediction(
+    prediction,
+    23 - int(np.flatnonzero(heard)[0]),
+    what="the reach r",
+    rtol=0,
+    explanation=(
+        "its own segment reaches 3 back, and each of the 3 layers adds the memory's 4: 3 + 3 * 4 "
+        "= 15. 7 counts one layer only; 12 forgets the own segment; 23 assumes the whole past"
+    ),
+)
 
 # %% [markdown] tags=["solution"]
 # ```{solution-start} ex-long_sequences-reach
@@ -1010,23 +1058,25 @@ prediction = 3 + 3 * 4  # its own segment (3 back), then 4 more per layer
 assert check_prediction(prediction, 23 - int(np.flatnonzero(heard)[0]), what="r", rtol=0).passed
 
 # %% [markdown] tags=["solution"]
+# Layer 1's output at 23 depends on the inputs 16–23 (its segment 20–23 and the memory 16–19):
+# 7 back. Layer 2's output at 23 reads layer 1's outputs at 16–23, and layer 1's output at 16
+# depends on the inputs 12–16: 11 back. Layer 3 adds 4 more, down to 8. So
+# $r = (L - 1) + (\text{layers}) \cdot L_\text{mem} = 3 + 3 \cdot 4 = 15$, with $L_\text{mem}$ =
+# `mem_len`: the context grows by the memory length with every layer, which is what a
+# one-segment window of a vanilla model cannot do.
+#
 # ```{solution-end}
 # ```
-#
-# Layer 1's output at 23 depends on the inputs 16–23 (its segment 20–23 and the memory 16–19): 7
-# back. Layer 2's output at 23 reads layer 1's outputs at 16–23, and layer 1's output at 16 depends
-# on the inputs 12–16: 11 back. Layer 3 adds 4 more, down to 8. So $r = (L - 1) + N M = 3 + 3 \cdot
-# 4 = 15$: the context grows by the memory length with every layer, $O(N M)$, which is what a
-# one-segment window of a vanilla model cannot do.
 
 # %% [markdown]
 # ```{exercise} Optional, a derivation: FlashAttention's traffic
 # :label: ex-long_sequences-concept
 #
-# The on-chip memory holds $M$ numbers, with $d \le M \le L d$. FlashAttention loads a block
-# of $B_c$ keys and values ($B_c \approx M / (4d)$, so the block and a block of queries fit on
-# chip), and for each such block streams every block of queries, with their running
-# statistics and outputs, through the chip. (a) Count the numbers moved between main memory and
+# The on-chip memory holds $M$ numbers, with $d \le M \le L d$. FlashAttention in its first
+# version's loop order (FA-1, section 11.8) loads a block of $B_c$ keys and values
+# ($B_c \approx M / (4d)$, so the block and a block of queries fit on chip), and for each such
+# block streams every block of queries, with their running statistics and outputs, through the
+# chip. (a) Count the numbers moved between main memory and
 # chip in terms of $L$, $d$ and $M$, and compare with standard attention, which writes and
 # reads the (L, L) logits and weights. (b) When does FlashAttention move only $O(L d)$ numbers?
 # (c) Why does a sparse pattern combine with it only at the level of blocks?
@@ -1043,11 +1093,12 @@ assert check_prediction(prediction, 23 - int(np.flatnonzero(heard)[0]), what="r"
 # al. Standard attention reads Q, K, V and writes O, $\Theta(L d)$, and moves the (L, L) logits
 # and weights a few times, $\Theta(L^2)$. The ratio is about $M / d^2$: a constant for a given
 # chip and head width, so the traffic is still quadratic in $L$; FlashAttention wins because
-# $M$ is many times $d^2$. (b) When $B_c$ covers all $L$ keys, $M \ge 4 L d$ or so: then one
-# pass suffices and the traffic is $\Theta(L d)$, the size of the inputs. (c) A tile is
-# loaded and computed as a whole; a block layout can skip whole tiles (block-sparse
-# FlashAttention), but an irregular element pattern would leave most of each loaded tile
-# unused, moving the same numbers for less work.
+# $M$ is many times $d^2$. FA-2's order (queries outer) gives the same count with the roles
+# swapped: $L / B_r$ query blocks, each streaming all of K and V. (b) When $B_c$ covers all
+# $L$ keys, $M \ge 4 L d$ or so: then one pass suffices and the traffic is $\Theta(L d)$, the
+# size of the inputs. (c) A tile is loaded and computed as a whole; a block layout can skip
+# whole tiles (block-sparse FlashAttention), but an irregular element pattern would leave most
+# of each loaded tile unused, moving the same numbers for less work.
 #
 # ```{solution-end}
 # ```
@@ -1097,7 +1148,8 @@ assert check_prediction(prediction, 23 - int(np.flatnonzero(heard)[0]), what="r"
 #   the weights in the backward pass: slightly more FLOPs than dense attention (the backward
 #   recomputes the logits), $O(L)$ extra memory, and $\Theta(L^2 d^2 / M)$ main-memory traffic
 #   against $\Theta(L d + L^2)$: fewer accesses by a factor of order $M / d^2$, still quadratic
-#   in $L$.
+#   in $L$. FA-1 loops over key blocks outside, FA-2 (the order on the page) over query blocks,
+#   with the same traffic and fewer non-matmul FLOPs; FA-3 fits FA-2 to the H100's asynchrony.
 # - Transformer-XL's memory loop equals one masked pass over the whole sequence, minus the
 #   gradient into the past; each layer reaches `mem_len` positions further back. Its relative
 #   score has four terms, computed as two products and a shift.
@@ -1114,7 +1166,8 @@ assert check_prediction(prediction, 23 - int(np.flatnonzero(heard)[0]), what="r"
 # among heads; several current models (Mistral 7B, for example) use a sliding window in every
 # layer. Relative position schemes that extrapolate (ALiBi, chapter 6) and rescaled rotary
 # positions let a trained model read longer inputs than it saw.
-#
+
+# %% [markdown]
 # ## References
 #
 # - G. Strabel, *Transformers*, lecture notes, 2023, section 9 {cite}`strabel2023transformers`.
@@ -1129,9 +1182,14 @@ assert check_prediction(prediction, 23 - int(np.flatnonzero(heard)[0]), what="r"
 #   {cite}`zaheer2020bigbird`.
 # - T. Dao et al., "FlashAttention: fast and memory-efficient exact attention with IO-awareness",
 #   NeurIPS 2022 {cite}`dao2022flashattention`.
+# - T. Dao, "FlashAttention-2: faster attention with better parallelism and work partitioning",
+#   ICLR 2024 {cite}`dao2024flashattention2`.
+# - J. Shah et al., "FlashAttention-3: fast and accurate attention with asynchrony and
+#   low-precision", NeurIPS 2024 {cite}`shah2024flashattention3`.
 # - M. Milakov and N. Gimelshein, "Online normalizer calculation for softmax", 2018
 #   {cite}`milakov2018online`.
-#
+
+# %% [markdown]
 # ## How this chapter is tested
 #
 # `course_lib/long_sequences/spec.py` registers the eleven mirrored functions (the five masks

@@ -704,3 +704,38 @@ def test_decoder_compiles_to_one_graph_without_host_synchronisation(norm_positio
     loss.backward()
     assert all(p.grad is not None for p in model.parameters())
     torch.testing.assert_close(loss, model.loss(tokens, tokens))
+
+
+# ----------------------------------------------------------------- the residual explorer (5.3)
+def test_chain_gradients_against_autograd_and_hand_values():
+    """The hand-written backward pass of course_lib.block.residual equals autograd's."""
+    from course_lib.block.residual import chain_gradients
+
+    depth, gain, d = 5, 0.7, 16
+    g = chain_gradients(depth, gain, d=d, seed=3)
+    rng = np.random.default_rng(3)
+    weights = torch.from_numpy(rng.standard_normal((depth, d, d)) * gain / np.sqrt(d))
+    x0 = torch.from_numpy(rng.standard_normal(d))
+    for name, residual in (("plain", False), ("residual", True)):
+        hs = [x0.clone().requires_grad_(True)]
+        for W in weights:
+            h = hs[-1]
+            out = h + torch.tanh(h @ W) if residual else torch.tanh(h @ W)
+            out.retain_grad()
+            hs.append(out)
+        hs[-1].sum().backward()
+        norms = [h.grad.norm().item() for h in hs]
+        np.testing.assert_allclose(g[name], norms, rtol=1e-10)
+    assert g["plain"][-1] == g["residual"][-1] == 4.0  # sqrt(16) at the output
+
+
+def test_chain_gradients_vanish_without_residuals_and_check_input():
+    from course_lib.block.residual import chain_gradients, render_html
+
+    g = chain_gradients(24, 0.25)
+    assert g["plain"][0] < 1e-10 < 1 < g["residual"][0]
+    with pytest.raises(ValueError, match="depth"):
+        chain_gradients(0, 0.5)
+    with pytest.raises(ValueError, match="gain"):
+        chain_gradients(4, -1.0)
+    assert "plain" in render_html(4, 1.0)

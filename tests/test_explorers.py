@@ -43,7 +43,7 @@ WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 
 
-SLOW = {"06_positional_encodings", "08_gpt", "11_long_sequences"}  # 10-40 s to precompute
+SLOW = {"05_transformer_block", "06_positional_encodings", "08_gpt", "11_long_sequences"}  # 10-40 s
 EACH_CHAPTER = [
     pytest.param(c, marks=[pytest.mark.slow] if c in SLOW else [], id=c) for c in CHAPTERS
 ]

@@ -289,33 +289,105 @@ def test_words_and_pairs_are_deterministic_and_ranked():
     assert len(pairs) <= 50 * 6
 
 
-def test_checkers_accept_the_library_and_name_mistakes():
-    assert check.per_token_rewards(ppo.per_token_rewards)
+def _right_gae(rewards, values, mask, gamma, lam):
+    return ppo.advantages_and_returns(rewards, values, mask, gamma, lam, normalise=False)[0]
+
+
+def _gae_variant(mask_next_value, reset_running):
+    def fn(rewards, values, mask, gamma, lam):
+        return check._gae_loop(
+            rewards, values, mask, gamma, lam,
+            mask_next_value=mask_next_value, reset_running=reset_running,
+        )  # fmt: skip
+
+    return fn
+
+
+@pytest.mark.parametrize(
+    "fn",
+    [
+        _right_gae,
+        _gae_variant(True, True),
+        lambda r, v, m, g, lam: _right_gae(r, v, m, g, lam).numpy(),  # a NumPy array
+        lambda r, v, m, g, lam: _right_gae(r, v, m, g, lam).tolist(),  # nested lists
+        lambda r, v, m, g, lam: _right_gae(r.float(), v.float(), m.float(), g, lam),  # float32
+        lambda r, v, m, g, lam: _right_gae(r, v * m, m, g, lam) * m,  # values masked twice
+    ],
+)
+def test_masked_gae_checker_accepts_every_right_form(fn):
+    assert check.masked_gae(fn), str(check.masked_gae(fn))
+
+
+@pytest.mark.parametrize(
+    ("fn", "words"),
+    [
+        (_gae_variant(False, False), "the value after it is 0"),  # the exercise's bug
+        (_gae_variant(True, False), "still carries the padding"),  # half of the fix
+        (_gae_variant(False, True), "value at the padding position"),  # the other half
+        (lambda r, v, m, g, lam: _right_gae(r, v, m, g, 0.0), "one-step TD errors"),
+        (lambda r, v, m, g, lam: acc.gae(r * m, v * m, g, 1.0) * m, "gamma * lam"),
+    ],
+)
+def test_masked_gae_checker_names_each_mistake(fn, words):
+    out = check.masked_gae(fn)
+    assert not out and words in str(out), str(out)
+
+
+LOO_MISTAKES = [
+    (lambda t: t - t.mean(1, keepdims=True), "your own answer"),
+    (lambda t: t - (t.sum(1, keepdims=True) - t) / t.shape[1], "k - 1"),
+    (lambda t: (t.sum(1, keepdims=True) - t) / (t.shape[1] - 1) - t, "sign is flipped"),
+    (lambda t: -(t.sum(1, keepdims=True) - t) / (t.shape[1] - 1), "dropped the answer's own"),
+    (lambda t: t - t.mean(), "per prompt"),  # right on one prompt, wrong on several
+]
+
+
+@pytest.mark.parametrize(("fn", "words"), LOO_MISTAKES)
+def test_loo_checker_names_each_mistake(fn, words):
+    out = check.loo_advantages(fn)
+    assert not out and words in str(out), str(out)
+
+
+def test_loo_checker_accepts_every_right_form():
+    def right(t):
+        k = t.shape[1]
+        return t - (t.sum(1, keepdims=True) - t) / (k - 1)
+
+    assert check.loo_advantages(right)
+    assert check.loo_advantages(lambda t: right(t).tolist())
+    assert check.loo_advantages(lambda t: torch.as_tensor(right(t)))
+    assert check.loo_advantages(lambda t: right(t).astype(np.float32))
     assert check.loo_advantages(lambda t: ppo.loo_advantages(torch.as_tensor(t)).numpy())
 
-    def at_padding(score, logp, logp_ref, mask, beta):
-        r = -beta * (logp - logp_ref) * mask
-        r[:, -1] += score
-        return r
 
-    def unmasked(score, logp, logp_ref, mask, beta):
-        r = -beta * (logp - logp_ref)
-        r[torch.arange(len(score)), mask.sum(-1).long() - 1] += score
-        return r
+def _no_return(*args):
+    pass
 
-    for fn, hint in ((at_padding, "padding position"), (unmasked, "multiply the KL term")):
-        out = check.per_token_rewards(fn)
-        assert not out and hint in str(out)
-    loo_mistakes = (
-        (lambda t: t - t.mean(1, keepdims=True), "your own answer"),
-        (lambda t: t - (t.sum(1, keepdims=True) - t) / t.shape[1], "k - 1"),
-        (lambda t: (t.sum(1, keepdims=True) - t) / (t.shape[1] - 1) - t, "sign is flipped"),
-    )
-    for fn, hint in loo_mistakes:
-        out = check.loo_advantages(fn)
-        assert not out and hint in str(out), str(out)
-    out = check.loo_advantages(lambda t: t - t.mean())  # right on one prompt, wrong on several
-    assert not out and "per prompt" in str(out)
+
+def _raises(*args):
+    raise RuntimeError("boom")
+
+
+GARBAGE = [
+    (None, "expected a function"),
+    (_no_return, "return"),
+    (_raises, "RuntimeError"),
+    (lambda *a: "text", "str"),
+    (lambda *a: b"bytes", "bytes"),
+    (lambda *a: (x for x in range(3)), "generator"),
+    (lambda *a: float("nan"), "shape"),
+    (lambda *a: torch.full((2, 5), float("nan"), dtype=torch.float64), "NaN"),
+    (lambda *a: np.zeros((9, 9)), "shape"),
+    (lambda x: x, "TypeError"),  # a wrong signature (for masked_gae)
+]
+
+
+@pytest.mark.parametrize(("fn", "words"), GARBAGE)
+def test_checkers_answer_garbage_in_words(fn, words):
+    out = check.masked_gae(fn)
+    assert not out and words in str(out), str(out)
+    out = check.loo_advantages(fn)  # one argument: the wrong signature is right here
+    assert not out and out.details, str(out)
 
 
 def test_loo_advantages_by_hand_and_bad_input():
@@ -462,27 +534,80 @@ def test_study_runs_every_method_and_summarises_with_standard_errors(tmp_path):
     from course_lib.feedback import study
 
     tiny = {"seeds": [0, 1], "rm_steps": 3, "ppo_iterations": 2, "dpo_steps": 2,
-            "rm_betas": [0.1], "dpo_betas": [0.1], "sft_steps": 5}  # fmt: skip
+            "rm_betas": [0.1], "dpo_betas": [0.1], "sft_steps": 5, "ppo_lrs": [1e-3, 3e-3],
+            "dpo_lrs": [1e-3], "kl_samples": 1}  # fmt: skip
     record = study.run_study(tiny)
     keys = [(r["method"], r["seed"]) for r in record["runs"]]
-    assert sorted(keys) == sorted((m, s) for m in study.METHODS for s in (0, 1))
+    want = [
+        (m, s) for m in study.METHODS for s in (0, 1) for _ in range(1 if m == study.DPO else 2)
+    ]
+    assert sorted(keys) == sorted(want)
+    assert [s["seed"] for s in record["sft"]] == [0, 1]
     for run in record["runs"]:
-        assert 0 <= run["sampled"] <= 1 and 0 <= run["greedy"] <= 1
+        assert 0 <= run["p_right"] <= 1 and 0 <= run["greedy"] <= 1 and 0 <= run["p_right_val"] <= 1
         fields = ("loss", "chosen", "rejected") if run["method"] == study.DPO else ("reward", "kl")
         assert all(len(run["log"][f]) == 2 for f in fields)
+        if run["method"] == study.DPO:
+            assert 0 <= run["implicit_accuracy"] <= 1
+        if run["method"] == study.RM:
+            assert 0 <= run["rm_pair_accuracy"] <= 1 and len(run["log"]["p_right"]) == 2
     rows = study.summarise(record["runs"])
-    assert [r["runs"] for r in rows] == [2] * 4
+    assert [r["runs"] for r in rows] == [2] * 7
     for row in rows:
-        mine = [r["sampled"] for r in record["runs"] if r["method"] == row["method"]]
+        mine = [
+            r["p_right"]
+            for r in record["runs"]
+            if (r["method"], r["lr"]) == (row["method"], row["lr"])
+        ]
         se = np.std(mine, ddof=1) / np.sqrt(2)
-        assert row["sampled_se"] == pytest.approx(se, abs=1e-3)
-        assert row["sampled_min"] <= row["sampled_mean"] <= row["sampled_max"]
+        assert row["p_right_se"] == pytest.approx(se, abs=1e-4)
+        assert row["p_right_min"] <= row["p_right_mean"] <= row["p_right_max"]
+    chosen = study.select(rows)
+    assert [(r["method"], r["lr_grid"]) for r in chosen][:1] == [(study.RM, [1e-3, 3e-3])]
+    assert all(r["lr_at_edge"] for r in chosen if len(r["lr_grid"]) == 2)
+    assert not any(r["lr_at_edge"] for r in chosen if len(r["lr_grid"]) == 1)
     out = tmp_path / "study.json"
     study.main([str(out), "--quick"])
     assert study.load_study(out)["config"]["seeds"] == [0]
-    assert study.policy_kl(P.make_policy(0), P.make_policy(0), WORDS[:20]) == 0.0
+    assert study.policy_kl(P.make_policy(0), P.make_policy(0), WORDS[:20], samples=2) == 0.0
     with pytest.raises(ValueError, match="methods"):
         study.run_study(tiny, methods=("A2C",))
+
+
+def test_select_picks_the_best_validation_rate_and_flags_the_grid_edge():
+    from course_lib.feedback import study
+
+    runs = [
+        {"method": "m", "beta": 1.0, "lr": lr, "seed": s, "p_right": p, "p_right_val": v,
+         "greedy": 1.0, "kl": 0.1}
+        for lr, p, v in ((1e-4, 0.9, 0.2), (1e-3, 0.5, 0.6), (1e-2, 0.1, 0.3))
+        for s in (0, 1)
+    ]  # fmt: skip
+    (best,) = study.select(study.summarise(runs))
+    assert best["lr"] == 1e-3 and not best["lr_at_edge"] and best["p_right_mean"] == 0.5
+    (edge,) = study.select(study.summarise([r for r in runs if r["lr"] != 1e-4]))
+    assert edge["lr"] == 1e-3 and edge["lr_at_edge"]
+
+
+def test_exact_probability_of_the_right_answer_matches_sampling():
+    pol = P.make_policy(0)
+    P.train_sft(pol, [w + "=" for w in WORDS[:300]], [w[::-1] + "." for w in WORDS[:300]], 30)
+    words = WORDS[1000:1010]
+    exact = P.right_answer_probability(pol, words)
+    hits = [P.sampled_accuracy(pol, [w for w in words for _ in range(200)], seed=s) for s in (0, 1)]
+    assert abs(np.mean(hits) - exact) < 0.03  # 4000 samples: a standard error of about 0.008
+    by_hand = np.mean([float(P.answer_logprob(pol, [w], [w[::-1] + "."]).exp()) for w in words])
+    assert exact == pytest.approx(by_hand, rel=1e-5)
+
+
+def test_implicit_reward_accuracy_of_the_reference_is_zero_and_of_a_dpo_policy_high():
+    pol = P.make_policy(0)
+    P.train_sft(pol, [w + "=" for w in WORDS[:300]], [w[::-1] + "." for w in WORDS[:300]], 30)
+    pairs = T.preference_pairs(WORDS[300:400], k=4, seed=1)
+    held_out = T.preference_pairs(WORDS[1000:1100], k=4, seed=2)
+    assert P.implicit_reward_accuracy(pol, pol, held_out) == 0.0  # every gap is 0: no strict win
+    dpo, _ = P.train_dpo(pol, pairs, beta=0.3, steps=30)
+    assert P.implicit_reward_accuracy(dpo, pol, held_out) > 0.6
 
 
 def test_the_shipped_study_has_every_run_and_its_command():
@@ -491,14 +616,25 @@ def test_the_shipped_study_has_every_run_and_its_command():
     shipped = study.load_study()
     cfg = shipped["config"]
     assert shipped["command"] == study.COMMAND and cfg == study.CONFIG
-    want = {(study.RM, b, s) for b in cfg["rm_betas"] for s in cfg["seeds"]}
-    want |= {(study.DPO, b, s) for b in cfg["dpo_betas"] for s in cfg["seeds"]}
-    want |= {
-        (m, cfg["judge_beta"], s) for m in (study.JUDGE, study.JUDGE_LOO) for s in cfg["seeds"]
+    lrs = {study.DPO: cfg["dpo_lrs"]}
+    want = {
+        (study.RM, b, lr, s) for b in cfg["rm_betas"] for lr in cfg["ppo_lrs"] for s in cfg["seeds"]
     }
-    assert {(r["method"], r["beta"], r["seed"]) for r in shipped["runs"]} == want
-    assert len(cfg["seeds"]) >= 3 and shipped["seconds"] < 3600
+    want |= {
+        (study.DPO, b, lr, s)
+        for b in cfg["dpo_betas"]
+        for lr in lrs[study.DPO]
+        for s in cfg["seeds"]
+    }
+    want |= {
+        (m, cfg["judge_beta"], lr, s)
+        for m in (study.JUDGE, study.JUDGE_LOO)
+        for lr in cfg["ppo_lrs"]
+        for s in cfg["seeds"]
+    }
+    assert {(r["method"], r["beta"], r["lr"], r["seed"]) for r in shipped["runs"]} == want
+    assert len(cfg["seeds"]) >= 3 and [s["seed"] for s in shipped["sft"]] == cfg["seeds"]
     for run in shipped["runs"]:
-        assert 0 <= run["sampled"] <= 1
+        assert 0 <= run["p_right"] <= 1 and 0 <= run["p_right_val"] <= 1
         n = cfg["dpo_steps"] if run["method"] == study.DPO else cfg["ppo_iterations"]
         assert all(len(v) == n for v in run["log"].values())

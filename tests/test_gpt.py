@@ -236,6 +236,50 @@ def test_kv_cache_checker_compares_with_recomputation_and_names_mistakes():
     assert not empty and "stayed empty" in str(empty)
 
 
+def _ce(logits, x, y):
+    """The find-the-bug exercise solved from its text."""
+    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
+
+
+def test_next_token_loss_checker_accepts_every_form_of_the_fix():
+    import numpy as np
+
+    assert check.next_token_loss(_ce)
+    assert check.next_token_loss(lambda lg, x, y: float(_ce(lg, x, y)))
+    assert check.next_token_loss(lambda lg, x, y: np.float32(_ce(lg, x, y).item()))
+    assert check.next_token_loss(lambda lg, x, y: _ce(lg.float(), x, y))
+    by_hand = lambda lg, x, y: -torch.log_softmax(lg, -1).gather(-1, y[..., None]).mean()  # noqa: E731
+    assert check.next_token_loss(by_hand)
+
+
+@pytest.mark.parametrize(
+    ("fn", "words"),
+    [
+        (lambda lg, x, y: acc.causal_lm_loss(lg, y), "colleague's loss, unchanged"),
+        (lambda lg, x, y: acc.causal_lm_loss(lg, x), "dropped the last position"),
+        (lambda lg, x, y: _ce(lg, x, x), "its own input token"),
+        (lambda lg, x, y: _ce(lg[:, 1:], x, y[:, :-1]), "the wrong way"),
+        (lambda lg, x, y: _ce(lg, x, y) * y.numel(), "the sum"),
+        (lambda lg, x, y: _ce(torch.softmax(lg, -1), x, y), "softmax first"),
+        (
+            lambda lg, x, y: F.cross_entropy(
+                lg.reshape(-1, lg.shape[-1]), y.reshape(-1), reduction="none"
+            ),
+            "the per-token losses",
+        ),
+        (lambda lg, x, y: None, "forget a `return`"),
+        (lambda lg, x, y: 1 / 0, "ZeroDivisionError"),
+        (lambda lg, y: 0.0, "must be loss_fn(logits, x, y)"),
+        (lambda lg, x, y: "2.3", "a number"),
+        (lambda lg, x, y: float("nan"), "the loss is nan"),
+        (None, "pass your function"),
+    ],
+)
+def test_next_token_loss_checker_names_the_mistake_and_answers_garbage(fn, words):
+    verdict = check.next_token_loss(fn)
+    assert not verdict and words in str(verdict), str(verdict)
+
+
 def test_classifier_reads_the_last_real_token_whatever_the_padding():
     model = _noisy(GPT(SMALL, seed=0).double())
     seqs = [[1, 2, 3, 4, 5], [6, 7], [8, 9, 10]]
@@ -880,3 +924,19 @@ def test_shipped_char_vs_bpe_rows_convert_per_token_to_per_character():
         for h in r["history"]:
             per_char = h["val_loss_per_token"] / r["characters_per_token"]
             assert h["val_loss_per_char"] == pytest.approx(per_char, abs=2e-3)
+
+
+def test_incontext_explorer_shows_the_episode_and_the_models_next_characters():
+    from course_lib.gpt.explorer_practice import model_and_tokenizer
+    from course_lib.gpt.widget import episode_rows, render_episode
+
+    model, tok = model_and_tokenizer()
+    prompt, answer, rows = episode_rows(model, tok, 4, 0)
+    assert prompt.count("\n") == 4 and answer.isupper() and len(answer) == 1
+    assert len(rows) == 5 and sum(p for _, p in rows) <= 1 + 1e-9
+    assert [p for _, p in rows] == sorted((p for _, p in rows), reverse=True)
+    assert episode_rows(model, tok, 4, 0) == (prompt, answer, rows)  # the same episode each time
+    page = render_episode(model, tok, 0, 1)
+    assert "the prompt does not show it" in page and "<table>" in page
+    with pytest.raises(ValueError, match="shots"):
+        episode_rows(model, tok, -1, 0)

@@ -398,54 +398,92 @@ def test_without_a_checkout_the_benchmark_says_how_to_get_one(capsys, monkeypatc
 
 
 # ------------------------------------------------------------------------------ the exercise
-def _right(g, m, beta):
+def _scale(g):
+    return math.sqrt(max(1, g.shape[0] / g.shape[1]))
+
+
+def _ema_right(g, m, beta):
+    """The exercise solved from its text: the reference implementation's two lerps."""
+    m2 = m + (1 - beta) * (g - m)  # momentum.lerp_(grad, 1 - beta)
+    d = g + beta * (m2 - g)  # grad.lerp_(momentum, beta)
+    return _scale(g) * ref.newton_schulz(d), m2
+
+
+def _ema_torch(g, m, beta):
+    """The same with torch's own lerp, returning tensors (float64)."""
+    G, M = torch.as_tensor(g), torch.as_tensor(m).clone()
+    M.lerp_(G, 1 - beta)
+    D = G.clone().lerp_(M, beta)
+    return _scale(g) * acc.newton_schulz(D), M
+
+
+def test_muon_checker_accepts_the_derivation_in_numpy_and_in_torch():
+    from course_lib.gpt import exercises as check
+
+    assert check.muon_ema(_ema_right) and check.muon_ema(_ema_torch)
+    assert "running-sum Muon's" in str(check.muon_ema(_ema_right))
+
+
+def _running_sum(g, m, beta):
     w, m2 = ref.muon_step(np.zeros_like(g), g, m, 1.0, beta)
     return -w, m2
 
 
+def _swapped(g, m, beta):
+    m2 = (1 - beta) * m + beta * g
+    return _scale(g) * ref.newton_schulz(beta * g + (1 - beta) * m2), m2
+
+
 def _plain(g, m, beta):
-    m2 = beta * m + g
-    return math.sqrt(max(1, g.shape[0] / g.shape[1])) * ref.newton_schulz(m2), m2
-
-
-def _ema(g, m, beta):
     m2 = beta * m + (1 - beta) * g
-    return math.sqrt(max(1, g.shape[0] / g.shape[1])) * ref.newton_schulz(g + beta * m2), m2
-
-
-def _no_scale(g, m, beta):
-    m2 = beta * m + g
-    return ref.newton_schulz(g + beta * m2), m2
+    return _scale(g) * ref.newton_schulz(m2), m2
 
 
 def _svd(g, m, beta):
-    m2 = beta * m + g
-    U, _, Vt = np.linalg.svd(g + beta * m2, full_matrices=False)
-    return math.sqrt(max(1, g.shape[0] / g.shape[1])) * U @ Vt, m2
+    m2 = beta * m + (1 - beta) * g
+    U, _, Vt = np.linalg.svd((1 - beta) * g + beta * m2, full_matrices=False)
+    return _scale(g) * U @ Vt, m2
+
+
+def _no_scale(g, m, beta):
+    u, m2 = _ema_right(g, m, beta)
+    return u / _scale(g), m2
 
 
 def _sign(g, m, beta):
-    u, m2 = _right(g, m, beta)
+    u, m2 = _ema_right(g, m, beta)
     return -u, m2
+
+
+def _old(g, m, beta):
+    return _ema_right(g, m, beta)[0], m
 
 
 @pytest.mark.parametrize(
     ("fn", "words"),
     [
-        (_plain, "Nesterov"),
-        (_ema, "running sum"),
-        (_no_scale, "shape factor"),
+        (_running_sum, "running sum"),
+        (_swapped, "lerp weights are the wrong way round"),
+        (_plain, "plain momentum"),
         (_svd, "polar factor"),
-        (_sign, "sign"),
+        (_no_scale, "shape factor"),
+        (_sign, "wrong sign"),
+        (_old, "*new* momentum"),
         (lambda g, m, beta: g, "pair"),
+        (lambda g, m, beta: None, "forget a `return`"),
+        (lambda g, m, beta: 1 / 0, "ZeroDivisionError"),
+        (lambda g, m: (g, m), "must be my_muon(grad, momentum, beta)"),
+        (lambda g, m, beta: (g[:1], m), "the gradient's shape"),
+        (lambda g, m, beta: (g * np.nan, m), "NaN"),
+        (lambda g, m, beta: ("u", "m"), "arrays of numbers"),
+        (None, "pass your function"),
     ],
 )
-def test_muon_checker_names_the_mistake(fn, words):
+def test_muon_checker_names_the_mistake_and_answers_garbage(fn, words):
     from course_lib.gpt import exercises as check
 
-    assert check.muon_update(_right).passed
-    outcome = check.muon_update(fn)
-    assert not outcome.passed and words in str(outcome)
+    outcome = check.muon_ema(fn)
+    assert not outcome.passed and words in str(outcome), str(outcome)
 
 
 def test_a_stopped_race_is_rebuilt_from_its_log_and_timed_to_any_target(tmp_path):

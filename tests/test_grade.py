@@ -19,7 +19,7 @@ from tools.sandbox import landlock_abi
 
 ROOT = Path(__file__).resolve().parent.parent
 CHAPTER = ROOT / "notebooks" / "01_matmul.ipynb"
-LABELS = ["ex-matmul-outer", "ex-matmul-einsum", "ex-matmul-flops", "ex-matmul-predict"]
+LABELS = ["ex-matmul-outer", "ex-matmul-debug", "ex-matmul-flops", "ex-matmul-predict"]
 needs_landlock = pytest.mark.skipif(landlock_abi() < 1, reason="no Landlock on this kernel")
 pytestmark = pytest.mark.slow
 
@@ -76,7 +76,7 @@ def test_a_simulated_class(sheets, tmp_path):
         "untouched": hand_out,
         "raises": _with_cell(key, "raise RuntimeError('boom')", "ex-matmul-outer"),
         "loops": _with_cell(key, "while True:\n    pass", "ex-matmul-outer"),
-        "hogs": _with_cell(key, "hog = bytearray(64 * 2**30)", "ex-matmul-einsum"),
+        "hogs": _with_cell(key, "hog = bytearray(64 * 2**30)", "ex-matmul-debug"),
         "deletes": _with_cell(
             key,
             f"import os\nopen('mine.txt', 'w').write('ok')\nos.remove({str(sentinel)!r})",
@@ -85,7 +85,7 @@ def test_a_simulated_class(sheets, tmp_path):
         "escapes": _with_cell(
             key, f"open({str(tmp_path / 'dropped.txt')!r}, 'w').write('x')", "ex-matmul-flops"
         ),
-        "prints": _with_cell(key, "print('x' * 50_000_000)", "ex-matmul-einsum"),
+        "prints": _with_cell(key, "print('x' * 50_000_000)", "ex-matmul-debug"),
         "kills": _with_cell(key, "import os, signal\nos.kill(os.getppid(), signal.SIGKILL)"),
         "edits": _with_cell(  # a wrong answer behind a checker call replaced by a fake verdict
             hand_out,

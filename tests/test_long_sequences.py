@@ -509,6 +509,128 @@ def test_checkers_accept_solutions_and_name_mistakes():
         check.attend_in_blocks(update, q, k, v, 0)
 
 
+def _window_keys(keys_of, scale=None):
+    """A window attention where query i sees the positions keys_of(i, w) (a loop; small L)."""
+
+    def fn(q, k, v, w):
+        L, d = q.shape
+        out = np.zeros((L, v.shape[1]))
+        for i in range(L):
+            j = np.array([j for j in keys_of(i, w) if 0 <= j < L])
+            x = k[j] @ q[i] * (1 / np.sqrt(d) if scale is None else scale)
+            p = np.exp(x - x.max())
+            out[i] = p @ v[j] / p.sum()
+        return out
+
+    return fn
+
+
+def _blocks(i, w):
+    return range((i // w - 1) * w, (i // w + 2) * w)
+
+
+@pytest.mark.parametrize(
+    ("fn", "words"),
+    [
+        (lambda q, k, v, w: _window_by_blocks(q, k, v, w, False), "outside the sequence"),
+        (lambda q, k, v, w: _window_by_blocks(q, k, v, max(1, w // 2)), "EACH side"),
+        (_window_keys(_blocks), "all 3w keys"),
+        (_window_keys(lambda i, w: range(i - w, i + 1)), "not causal"),
+        (_window_keys(lambda i, w: range(i - w + 1, i + w)), "off by one"),
+        (_window_keys(lambda i, w: range(i - w, i + w + 1), scale=1.0), "sqrt(d)"),
+    ],
+)
+def test_window_checker_names_each_mistake(fn, words):
+    out = check.window_attention(fn)
+    assert not out and words in str(out), str(out)
+
+
+@pytest.mark.parametrize(
+    "fn",
+    [
+        _window_by_blocks,
+        lambda q, k, v, w: _window_by_blocks(q, k, v, w).tolist(),  # nested lists
+        lambda q, k, v, w: torch.from_numpy(_window_by_blocks(q, k, v, w)),  # a tensor
+        lambda q, k, v, w: _window_by_blocks(q, k, v, w).astype(np.float32),  # float32
+    ],
+)
+def test_window_checker_accepts_every_right_form(fn):
+    assert check.window_attention(fn), str(check.window_attention(fn))
+
+
+def _update_parts(rescale_s=True, rescale_acc=True, inverse=False):
+    def update(m, s, acc_, logits, values):
+        m_new = np.maximum(m, logits.max(-1))
+        p = np.exp(logits - m_new[:, None])
+        with np.errstate(over="ignore", invalid="ignore"):
+            f = np.exp(m_new - m) if inverse else np.exp(m - m_new)
+            s_new = (f * s if rescale_s else s) + p.sum(-1)
+            acc_new = (f[:, None] * acc_ if rescale_acc else acc_) + p @ values
+        return m_new, s_new, acc_new
+
+    return update
+
+
+@pytest.mark.parametrize(
+    ("fn", "words"),
+    [
+        (_update_parts(rescale_acc=False), "rescale the old acc"),
+        (_update_parts(rescale_s=False), "rescale the old sum"),
+        (_update_parts(inverse=True), "not its inverse"),
+        (lambda m, s, a, x, v: (m, s), "three things"),
+    ],
+)
+def test_online_softmax_checker_names_each_mistake(fn, words):
+    out = check.online_softmax_update(fn)
+    assert not out and words in str(out), str(out)
+
+
+def test_online_softmax_checker_accepts_every_right_form():
+    right = _update_parts()
+    assert check.online_softmax_update(right)
+    assert check.online_softmax_update(lambda *a: list(right(*a)))  # a list of three
+    assert check.online_softmax_update(lambda *a: tuple(torch.from_numpy(x) for x in right(*a)))
+    assert check.online_softmax_update(lambda *a: tuple(x.astype(np.float32) for x in right(*a)))
+
+
+def _no_return(*args):
+    pass
+
+
+def _raises(*args):
+    raise RuntimeError("boom")
+
+
+@pytest.mark.parametrize(
+    ("fn", "words"),
+    [
+        (None, "expected a function"),
+        (_no_return, "return"),
+        (_raises, "RuntimeError"),
+        (lambda *a: "text", ""),
+        (lambda *a: b"bytes", ""),
+        (lambda *a: (x for x in range(3)), ""),
+        (lambda *a: float("nan"), ""),
+        (lambda *a: np.full((12, 3), np.nan), ""),
+        (lambda x: x, "TypeError"),  # a wrong signature
+    ],
+)
+def test_checkers_answer_garbage_in_words(fn, words):
+    for checker in (check.window_attention, check.online_softmax_update):
+        out = checker(fn)
+        assert not out and out.details and words in str(out), str(out)
+
+
+def test_window_checker_reports_a_function_that_fails_only_at_the_long_input():
+    def small_only(q, k, v, w):
+        if len(q) > 100:
+            raise MemoryError("too long")
+        return _window_by_blocks(q, k, v, w)
+
+    out = check.window_attention(small_only)
+    assert not out and "MemoryError" in str(out) and "L = 2048" in str(out)
+
+
 @pytest.mark.parametrize("kind", KINDS)
 def test_pattern_view_counts_the_mask(kind):
     v = pattern_view(kind, L=24, window=2, stride=4, n_global=1)

@@ -10,14 +10,19 @@ import course_lib.matmul.accelerated as fast
 import course_lib.matmul.reference as ref
 from course_lib.matmul import exercises as check
 from course_lib.matmul.cost import (
+    ONE_THREAD,
+    SWEEP_SIZES,
     PeakEstimate,
     compare_with_nominal,
     estimate_peak,
     gflops_sweep,
+    load_stored_sweep,
+    make_stored_sweep,
     matmul_flops,
     matmul_setups,
     naive_matmul,
     practical_peak,
+    steady_sweep,
 )
 from course_lib.matmul.widget import explorer, highlight, render_html
 
@@ -115,6 +120,53 @@ def test_peak_estimate_from_cpuinfo_text():
     assert estimate_peak("flags : sse2\ncpu MHz : 1000.0", cores=1).gflops("float64") == 4.0
 
 
+@pytest.mark.parametrize("clock", ["wall", "cpu"])
+def test_steady_sweep_records_the_best_time_and_its_spread(clock):
+    setups = {
+        name: setup
+        for name, setup in matmul_setups(("cpu",)).items()
+        if name in ("NumPy row view (eq. 3)", "np.matmul float64")
+    }
+    records = steady_sweep(setups, [4, 300], rounds=2, min_time=1e-4, clock=clock)
+    assert {(r["implementation"], r["n"]) for r in records} == {
+        ("NumPy row view (eq. 3)", 4),
+        ("np.matmul float64", 4),
+        ("np.matmul float64", 300),  # the row view stops at its max_n, 256
+    }
+    for r in records:
+        assert r["seconds"] > 0 and r["spread"] >= 1.0
+        assert r["gflops"] == pytest.approx(2 * r["n"] ** 3 / r["seconds"] / 1e9)
+    with pytest.raises(ValueError, match="clock must be 'wall' or 'cpu'"):
+        steady_sweep(setups, [4], clock="gpu")
+    with pytest.raises(ValueError, match="rounds"):
+        steady_sweep(setups, [4], rounds=1)
+
+
+def test_the_stored_sweep_is_complete_and_one_threaded():
+    """data/matmul_gflops.json (section 1.8): every implementation at every size it allows,
+    made on one thread with the CPU clock; sanity ranges only, not the chapter's conclusions."""
+    stored = load_stored_sweep()
+    assert stored["threads"] == 1 and "thread_time" in stored["clock"]
+    got = {(r["implementation"], r["n"]) for r in stored["records"]}
+    want = {
+        (name, n)
+        for name, (_, max_n) in matmul_setups(("cpu",)).items()
+        for n in SWEEP_SIZES
+        if n <= max_n
+    }
+    assert got == want
+    assert all(0 < r["gflops"] < 1e5 and r["spread"] >= 1.0 for r in stored["records"])
+    assert set(stored["machine"]["nominal_gflops"]) == {"float32", "float64"}
+
+
+def test_the_stored_sweep_refuses_to_run_on_unpinned_threads(monkeypatch):
+    for var, value in ONE_THREAD.items():
+        monkeypatch.setenv(var, value)
+    monkeypatch.setenv("OPENBLAS_NUM_THREADS", "2")
+    with pytest.raises(RuntimeError, match="OPENBLAS_NUM_THREADS is not 1"):
+        make_stored_sweep(rounds=2)
+
+
 def test_sweep_records_and_timer():
     setups = matmul_setups(("cpu",), with_slow=True)
     records = gflops_sweep(setups, [4, 256], repeats=1, min_time=0.0)
@@ -155,14 +207,21 @@ def test_widget_rejects_bad_choices_and_builds():
 
 SOLUTIONS = {
     "outer": lambda X, Y: sum(np.outer(X[:, l], Y[l]) for l in range(X.shape[1])),
-    "einsum": lambda A, B: np.einsum("snm,smk->snk", A, B),
+    "linear": lambda W: W.T,
     "flops": lambda b, L, di, do: 2 * b * L * di * do + b * L * do,
 }
 
 
 def test_checkers_accept_solutions():
     assert check.outer_product_sum(SOLUTIONS["outer"], require=True)
-    assert check.batched_product(SOLUTIONS["einsum"], require=True)
+    assert check.linear_weight(SOLUTIONS["linear"], require=True)
+    for form in (  # every form the text allows: a tensor, a list, float32, a view
+        lambda W: torch.from_numpy(W).T,
+        lambda W: W.T.tolist(),
+        lambda W: W.T.astype(np.float32),
+        lambda W: np.transpose(W),
+    ):
+        assert check.linear_weight(form, require=True)
     assert check.layer_flops(SOLUTIONS["flops"], require=True)
 
 
@@ -173,7 +232,20 @@ def test_checkers_accept_solutions():
         (check.outer_product_sum, lambda X, Y: None, "return"),
         (check.outer_product_sum, lambda X, Y: 2 * X @ Y, "constant factor"),
         (check.outer_product_sum, lambda X, Y: X.T @ Y.T, "wrong values"),
-        (check.batched_product, lambda A, B: np.einsum("bij,cjk->bcik", A, B), "shape"),
+        (check.linear_weight, lambda W: W, "out_features, in_features"),
+        (check.linear_weight, lambda W: W.reshape(W.shape[::-1]), "reshape keeps the numbers"),
+        (
+            check.linear_weight,
+            lambda W: W.T if W.shape[0] != W.shape[1] else W,
+            "you return W unchanged",
+        ),
+        (check.linear_weight, lambda W: None, "forget a `return`"),
+        (check.linear_weight, lambda W: 1 / 0, "ZeroDivisionError"),
+        (check.linear_weight, lambda: None, "positional argument"),
+        (check.linear_weight, lambda W: (r for r in W), "generator"),
+        (check.linear_weight, lambda W: b"W", "bytes"),
+        (check.linear_weight, lambda W: np.full(W.T.shape, np.nan), "NaN"),
+        (check.linear_weight, "W.T", "expected a function"),
         (check.layer_flops, lambda b, L, di, do: 2 * b * L * di * do, "bias"),
         (check.layer_flops, lambda b, L, di, do: b * L * di * do + b * L * do, "two FLOPs"),
         (check.layer_flops, lambda b, L, di, do: "many", "int"),

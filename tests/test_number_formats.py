@@ -612,19 +612,46 @@ def _decode_bf16(bits):
     return sign * (1 + f / 2**7) * 2.0 ** (e - 127)
 
 
-def _absmax(W, B):
+def _to_bf16(bits):
+    """float32 pattern -> bfloat16 pattern, round to nearest even, NaN kept NaN."""
+    if (bits >> 23) & 0xFF == 0xFF and bits & 0x7FFFFF:
+        return (bits >> 16) | 0x40  # a quiet NaN of the same sign
+    return (bits + 0x7FFF + ((bits >> 16) & 1)) >> 16
+
+
+def _absmax_f32(W, B):
+    blocks = W.float().view(-1, B)  # float32 inside
+    scale = blocks.abs().amax(dim=1) / 127
+    safe = torch.where(scale > 0, scale, 1.0)
+    return torch.round(blocks / safe[:, None]).to(torch.int8).view(W.shape), scale
+
+
+def _absmax_bf16(W, B):
+    blocks = W.view(-1, B)  # computed in bfloat16: the bug
+    scale = blocks.abs().amax(dim=1) / 127
+    safe = torch.where(scale > 0, scale, 1.0)
+    return torch.round(blocks / safe[:, None]).to(torch.int8).view(W.shape), scale.float()
+
+
+def _nf4(W, B):
     blocks = W.reshape(-1, B)
-    scale = np.abs(blocks).max(axis=1) / 127
-    safe = np.where(scale > 0, scale, 1.0)
-    return np.rint(blocks / safe[:, None]).astype(np.int8).reshape(W.shape), scale
+    absmax = np.abs(blocks).max(axis=1)
+    x = blocks / np.where(absmax > 0, absmax, 1.0)[:, None]
+    codes = np.abs(x[..., None] - ref.nf4_codebook()).argmin(axis=-1)
+    return codes.reshape(W.shape), absmax
 
 
 def test_checkers_accept_solutions():
     assert check.decode_bfloat16(_decode_bf16, require=True)
-    assert check.largest_finite(
-        lambda E, M: (2 - 2.0**-M) * 2.0 ** (2 ** (E - 1) - 1), require=True
+    assert check.round_to_bfloat16(_to_bf16, require=True)
+    assert check.round_to_bfloat16(lambda b: np.uint16(_to_bf16(b)), require=True)  # NumPy int
+    assert check.round_to_bfloat16(lambda b: torch.tensor(_to_bf16(b)), require=True)  # tensor
+    assert check.absmax_int8_in_float32(_absmax_f32, require=True)
+    assert check.absmax_int8_in_float32(  # NumPy arrays, float64 scales, a list pair
+        lambda W, B: [x.numpy().astype(np.float64) for x in _absmax_f32(W, B)], require=True
     )
-    assert check.absmax_int8(_absmax, require=True)
+    assert check.nf4_codes(_nf4, require=True)
+    assert check.nf4_codes(lambda W, B: tuple(torch.as_tensor(x) for x in _nf4(W, B)), require=True)
 
 
 def _no_subnormals(bits):
@@ -632,6 +659,12 @@ def _no_subnormals(bits):
     if e == 0xFF:
         return math.nan if f else (-1.0) ** s * math.inf
     return (-1.0) ** s * (1 + f / 2**7) * 2.0 ** (e - 127)
+
+
+def _even_nf4(W, B):
+    codes, absmax = _nf4(W, B)
+    x = W.reshape(-1, B) / np.where(absmax > 0, absmax, 1.0)[:, None]
+    return np.clip(np.rint((x + 1) * 7.5), 0, 15).reshape(W.shape), absmax
 
 
 @pytest.mark.parametrize(
@@ -646,27 +679,51 @@ def _no_subnormals(bits):
         (check.decode_bfloat16, lambda b: abs(_decode_bf16(b)), "sign"),
         (check.decode_bfloat16, lambda b: "one", "float"),
         (check.decode_bfloat16, lambda b: 0.0 if b == 0x8000 else _decode_bf16(b), "sign of zero"),
-        (check.largest_finite, lambda E, M: (2 - 2.0**-M) * 2.0 ** (2 ** (E - 1)), "reserved"),
-        (check.largest_finite, lambda E, M: 2.0 ** (2 ** (E - 1)), "beyond"),
-        (check.absmax_int8, lambda W, B: (_absmax(W, B)[0], _absmax(W, B)[1] * 127 / 128), "127"),
-        (check.absmax_int8, lambda W, B: _absmax(W, W.size), "one scale per block"),
+        (check.round_to_bfloat16, lambda b: b >> 16, "truncates"),
+        (check.round_to_bfloat16, lambda b: (b + 0x8000) >> 16, "ties go to even"),
         (
-            check.absmax_int8,
-            lambda W, B: (
-                np.trunc(
-                    W.reshape(-1, B)
-                    / (np.abs(W.reshape(-1, B)).max(1, keepdims=True) / 127 + 1e-300)
-                )
-                .astype(np.int8)
-                .reshape(W.shape),
-                _absmax(W, B)[1],
-            ),
-            "truncate",
+            check.round_to_bfloat16,
+            lambda b: (b + 0x7FFF + ((b >> 16) & 1)) >> 16,
+            "handle NaN first",
+        ),
+        (check.round_to_bfloat16, lambda b: float(_to_bf16(b)), "as one int"),
+        (check.round_to_bfloat16, lambda b: b, "not a 16-bit pattern"),
+        (check.absmax_int8_in_float32, _absmax_bf16, "rounded to bfloat16"),
+        (
+            check.absmax_int8_in_float32,
+            lambda W, B: (_absmax_bf16(W, B)[0], _absmax_f32(W, B)[1]),  # only the codes in bf16
+            "computation in bfloat16",
         ),
         (
-            check.absmax_int8,
-            lambda W, B: (_absmax(W, B)[0].astype(float), _absmax(W, B)[1]),
-            "integers",
+            check.absmax_int8_in_float32,
+            lambda W, B: (_absmax_f32(W, B)[0], _absmax_f32(W, B)[1] * 127 / 128),
+            "127, not 128",
+        ),
+        (
+            check.absmax_int8_in_float32,
+            lambda W, B: (_absmax_f32(W, B)[0], _absmax_f32(W, B)[1].bfloat16()),
+            "rounded to bfloat16",
+        ),
+        (
+            check.absmax_int8_in_float32,
+            lambda W, B: (  # float codes, and a block of zeros divided by its scale 0
+                torch.round(W.float().view(-1, B) / _absmax_f32(W, B)[1][:, None]).view(W.shape),
+                _absmax_f32(W, B)[1],
+            ),
+            "NaN or inf",
+        ),
+        (check.absmax_int8_in_float32, lambda W, B: _absmax_f32(W, B)[0], "pair"),
+        (check.nf4_codes, lambda W, B: _nf4(W, W.size), "own absmax"),
+        (check.nf4_codes, _even_nf4, "evenly"),
+        (
+            check.nf4_codes,
+            lambda W, B: (ref.nf4_codebook()[_nf4(W, B)[0]], _nf4(W, B)[1]),
+            "level values",
+        ),
+        (
+            check.nf4_codes,
+            lambda W, B: (_nf4(W, B)[0], W.reshape(-1, B).max(axis=1)),
+            "np.abs",
         ),
     ],
 )
@@ -675,6 +732,34 @@ def test_checkers_explain_mistakes(checker, wrong, words):
     assert not outcome and words in str(outcome), str(outcome)
     with pytest.raises(AssertionError):
         checker(wrong, require=True)
+
+
+def _no_return(*args):
+    pass
+
+
+def _raises(*args):
+    raise RuntimeError("boom")
+
+
+@pytest.mark.parametrize(
+    "checker", [check.round_to_bfloat16, check.absmax_int8_in_float32, check.nf4_codes]
+)
+@pytest.mark.parametrize(
+    ("garbage", "words"),
+    [
+        (None, "expected a function"),
+        (_no_return, "returned None"),
+        (_raises, "RuntimeError: boom"),
+        (lambda *a: (x for x in range(3)), ""),
+        (lambda *a: float("nan"), ""),
+        (lambda *a: b"bytes", ""),
+        (lambda: 0, "TypeError"),
+    ],
+)
+def test_checkers_answer_garbage_with_a_message(checker, garbage, words):
+    outcome = checker(garbage)
+    assert not outcome.passed and words in str(outcome), str(outcome)
 
 
 # ----------------------------------------------------------------------------- benchmark module
@@ -783,3 +868,21 @@ def test_bitsandbytes_double_quantisation_is_another_format():
     assert torch.equal(fast.pack_4bit(codes).reshape(-1), packed.reshape(-1))
     assert state.nested and state.absmax.dtype == torch.uint8 and state.state2.blocksize == 256
     assert state.offset is not None  # the mean of absmax, subtracted before the second level
+
+
+# ----------------------------------------------------------------- the quantisation explorer
+def test_quantisation_summary_counts_bits_and_contains_outliers_per_block():
+    from course_lib.number_formats.quantisation_widget import quantisation_summary, render_html
+
+    assert quantisation_summary("int8", 64, 0)["bits"] == 8.5
+    assert quantisation_summary("NF4", 256, 0)["bits"] == 4.125
+    whole = quantisation_summary("int8", 0, 16)
+    blocks = quantisation_summary("int8", 64, 16)
+    assert whole["zeroed"] > 0.1 > blocks["zeroed"]  # one scale: most weights round to 0
+    assert blocks["rms"] < whole["rms"] / 5
+    assert quantisation_summary("NF4", 64, 0)["rms"] < quantisation_summary("int4", 64, 0)["rms"]
+    with pytest.raises(ValueError, match="block must be one of"):
+        quantisation_summary("NF4", 32, 0)
+    with pytest.raises(ValueError, match="scheme"):
+        quantisation_summary("fp4", 64, 0)
+    assert "outliers" in render_html("int4", 16, 256)

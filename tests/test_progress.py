@@ -19,30 +19,30 @@ def record_file(tmp_path, monkeypatch):
     return path
 
 
-def _right(A, B):
-    return np.einsum("snm,smk->snk", A, B)
+def _right(W):
+    return np.asarray(W).T
 
 
-def _wrong(A, B):
-    return np.einsum("snm,smk->snk", A, B) * 2
+def _wrong(W):
+    return np.asarray(W)
 
 
 def test_solved_then_failed_then_solved_again(record_file):
-    check.batched_product(_right)._repr_html_()  # shown in a notebook
-    assert progress.load()["matmul"]["batched_product"]["passed"] is True
-    check.batched_product(_wrong)._repr_html_()
-    entry = progress.load()["matmul"]["batched_product"]
+    check.linear_weight(_right)._repr_html_()  # shown in a notebook
+    assert progress.load()["matmul"]["linear_weight"]["passed"] is True
+    check.linear_weight(_wrong)._repr_html_()
+    entry = progress.load()["matmul"]["linear_weight"]
     assert entry["passed"] is False and entry["attempts"] == 2
-    check.batched_product(_right)._repr_html_()
-    entry = progress.load()["matmul"]["batched_product"]
+    check.linear_weight(_right)._repr_html_()
+    entry = progress.load()["matmul"]["linear_weight"]
     assert entry["passed"] is True and entry["attempts"] == 3 and entry["when"].endswith("+00:00")
 
 
 def test_only_a_shown_verdict_counts_and_off_means_off(record_file, monkeypatch):
-    check.batched_product(_right)  # computed, never shown: e.g. a test or require=True
+    check.linear_weight(_right)  # computed, never shown: e.g. a test or require=True
     assert progress.load() == {}
     monkeypatch.setenv("COURSE_PROGRESS", "off")
-    check.batched_product(_right)._repr_html_()
+    check.linear_weight(_right)._repr_html_()
     assert progress.load() == {}
 
 
@@ -77,11 +77,11 @@ def test_the_report_counts_each_chapters_checked_exercises(record_file, capsys):
     assert package == "matmul"
     assert [e.keys for e in exercises] == [
         ["outer_product_sum"],
-        ["batched_product"],
+        ["linear_weight"],
         ["layer_flops"],
         ["prediction: the shape"],
     ]
-    record = {"matmul": {"batched_product": {"passed": True}, "layer_flops": {"passed": False}}}
+    record = {"matmul": {"linear_weight": {"passed": True}, "layer_flops": {"passed": False}}}
     text = report([chapter], record)
     assert text.splitlines()[0].startswith("01_matmul                     1/4   left: ")
     assert "The FLOPs of a linear layer" in text and text.splitlines()[-1].endswith("1/4")

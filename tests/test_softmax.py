@@ -567,29 +567,52 @@ def _sm(x):
     return e / e.sum(axis=-1, keepdims=True)
 
 
-def _lse(x):
-    x = np.asarray(x, dtype=float)
-    m = x.max(axis=-1, keepdims=True)
-    return (m + np.log(np.exp(x - m).sum(axis=-1, keepdims=True)))[..., 0]
-
-
-def _update(m, l, chunk):
-    m_new = max(m, float(np.max(chunk)))
-    return m_new, l * np.exp(m - m_new) + float(np.exp(chunk - m_new).sum())
-
-
 def _jac(x):
     s = _sm(x)
     return np.diag(s) - np.outer(s, s)
 
 
+def _smoothed_grad(z, t, eps):
+    q = np.full(len(z), eps / len(z))
+    q[t] += 1 - eps
+    return _sm(z) - q
+
+
+def _top_p_keep(probs, p):
+    probs = np.asarray(probs, dtype=float)
+    ranked = np.sort(probs)[::-1]
+    n = int(np.searchsorted(np.cumsum(ranked), p)) + 1
+    return probs >= ranked[min(n, len(ranked)) - 1]
+
+
 def test_checkers_accept_solutions():
     assert check.stable_softmax(_sm, require=True)
-    assert check.logsumexp(_lse, require=True)
-    assert check.online_update(_update, require=True)
+    assert check.smoothed_ce_gradient(_smoothed_grad, require=True)
+    assert check.top_p(_top_p_keep, require=True)
     assert check.softmax_jacobian(_jac, require=True)
     # the library's own functions pass too
-    assert check.stable_softmax(ref.softmax) and check.logsumexp(ref.logsumexp)
+    assert check.stable_softmax(ref.softmax)
+    assert check.top_p(lambda pr, p: np.isfinite(ref.top_p_filter(np.log(pr), p)))
+    # every form the exercise texts allow: tensors, lists, float32, 0/1 masks
+    assert check.smoothed_ce_gradient(lambda z, t, e: torch.from_numpy(_smoothed_grad(z, t, e)))
+    assert check.smoothed_ce_gradient(lambda z, t, e: _smoothed_grad(z, t, e).astype(np.float32))
+    assert check.top_p(lambda pr, p: _top_p_keep(pr, p).tolist())
+    assert check.top_p(lambda pr, p: torch.from_numpy(_top_p_keep(pr, p)))
+    assert check.top_p(lambda pr, p: _top_p_keep(pr, p).astype(int))
+
+
+def test_the_smoothed_gradient_is_autograds():
+    """The exercise's answer, softmax(z) - q, against PyTorch's label_smoothing cross-entropy."""
+    z = torch.tensor([1.5, -0.3, 0.2, 2.0], dtype=torch.float64, requires_grad=True)
+    loss = torch.nn.functional.cross_entropy(z[None], torch.tensor([2]), label_smoothing=0.1)
+    loss.backward()
+    np.testing.assert_allclose(z.grad.numpy(), _smoothed_grad(z.detach().numpy(), 2, 0.1))
+
+
+def _ranked_keep(probs, p, count):
+    probs = np.asarray(probs, dtype=float)
+    ranked = np.sort(probs)[::-1]
+    return probs >= ranked[max(1, min(count, len(ranked))) - 1]
 
 
 def _naive(x):
@@ -609,15 +632,59 @@ def _naive(x):
             "column",
         ),
         (check.stable_softmax, lambda x: None, "return"),
-        (check.logsumexp, lambda x: np.log(np.exp(x).sum(-1)), "overflows"),
-        (check.logsumexp, lambda x: _lse(x) - np.max(x, -1), "add the maximum back"),
-        (check.logsumexp, lambda x: _lse(x)[..., None], "keepdims"),
+        (check.stable_softmax, lambda x: 1 / 0, "ZeroDivisionError"),
+        (check.stable_softmax, lambda: 0, "positional argument"),
+        (check.stable_softmax, lambda x: (v for v in x), "generator"),
+        (check.stable_softmax, lambda x: b"x", "bytes"),
         (
-            check.online_update,
-            lambda m, l, c: (max(m, c.max()), l + np.exp(c - max(m, c.max())).sum()),
-            "rescaled by exp(m - m_new)",
+            check.smoothed_ce_gradient,
+            lambda z, t, e: _sm(z) - np.eye(len(z))[t],
+            "left out the smoothing",
         ),
-        (check.online_update, lambda m, l, c: m, "pair"),
+        (check.smoothed_ce_gradient, lambda z, t, e: -_smoothed_grad(z, t, e), "sign is flipped"),
+        (
+            check.smoothed_ce_gradient,
+            lambda z, t, e: _sm(z) - np.where(np.arange(len(z)) == t, 1 - e, e / (len(z) - 1)),
+            "K - 1 wrong classes",
+        ),
+        (
+            check.smoothed_ce_gradient,
+            lambda z, t, e: _naive(z) - (_sm(z) - _smoothed_grad(z, t, e)),
+            "stable way",
+        ),
+        (check.smoothed_ce_gradient, lambda z, t, e: None, "return"),
+        (check.smoothed_ce_gradient, lambda z, t: 0, "positional argument"),
+        (check.smoothed_ce_gradient, lambda z, t, e: "grad", "not an array"),
+        (
+            check.top_p,
+            lambda pr, p: _ranked_keep(pr, p, int(np.sum(np.cumsum(np.sort(pr)[::-1]) <= p)) + 1),
+            "not > p",
+        ),
+        (
+            check.top_p,
+            lambda pr, p: _ranked_keep(pr, p, int(np.sum(np.cumsum(np.sort(pr)[::-1]) < p))),
+            "brings the total to p",
+        ),
+        (
+            check.top_p,
+            lambda pr, p: np.isin(
+                np.arange(len(pr)),
+                np.argsort(-np.asarray(pr), kind="stable")[
+                    : int(np.searchsorted(np.cumsum(np.sort(pr)[::-1]), p)) + 1
+                ],
+            ),
+            "tied with the last one kept",
+        ),
+        (
+            check.top_p,
+            lambda pr, p: np.arange(len(pr)) <= min(int(np.sum(np.cumsum(pr) < p)), len(pr) - 1),
+            "in the order given",
+        ),
+        (check.top_p, lambda pr, p: np.nonzero(_top_p_keep(pr, p))[0], "indices"),
+        (check.top_p, lambda pr, p: pr, "True/False"),
+        (check.top_p, lambda pr, p: None, "return"),
+        (check.top_p, lambda pr, p: "keep", "boolean array"),
+        (check.top_p, "top-p", "expected a function"),
         (check.softmax_jacobian, lambda x: -np.outer(_sm(x), _sm(x)), "diagonal"),
         (check.softmax_jacobian, lambda x: np.diag(_sm(x)) - _sm(x), "outer product"),
     ],

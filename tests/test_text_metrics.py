@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 
+import numpy as np
 import pytest
 import sacrebleu
 from hypothesis import HealthCheck, given, settings
@@ -503,6 +504,28 @@ def test_data_set_is_reproducible_and_large_enough(tmp_path):
     )
 
 
+def _word_edits(a: str, b: str) -> int:
+    """Levenshtein distance between two sentences, counted in words."""
+    x, y = a.split(), b.split()
+    row = list(range(len(y) + 1))
+    for i, u in enumerate(x, 1):
+        prev, row[0] = row[0], i
+        for j, v in enumerate(y, 1):
+            prev, row[j] = row[j], min(row[j] + 1, row[j - 1] + 1, prev + (u != v))
+    return row[-1]
+
+
+def test_the_control_and_the_negated_system_are_one_word_from_reference_1():
+    """Section 3.8 compares a meaning-reversing edit with a meaning-preserving one: both must be
+    exactly one word (inserted, removed or replaced) away from reference 1."""
+    assert len(DATA.paraphrased) == len(DATA.sources)
+    for system in (DATA.paraphrased, DATA.systems["negated"]):
+        for line, refs in zip(system, DATA.references, strict=True):
+            assert _word_edits(line, refs[0]) == 1, (line, refs[0])
+    assert _word_edits("a b c", "a x c") == _word_edits("a b", "a b c") == 1
+    assert _word_edits("a b c", "c b a") == 2
+
+
 def test_negate_rules():
     assert negate("We do not have chairs.") == "We do have chairs."
     assert negate("He cannot cook.") == "He can cook."
@@ -576,11 +599,17 @@ def rouge_solution(cand, refs, n):
     return total
 
 
-def bleu_solution(matches, totals, c, r, weights):
-    bp = 1.0 if c >= r else math.exp(1 - r / c)
-    return bp * math.exp(
-        sum(w * math.log(m / t) for w, m, t in zip(weights, matches, totals, strict=True))
-    )
+def colleague_clipped(cand, refs, n, *, short=True, summed=True):
+    """The debugging exercise's function, with either or both of its bugs."""
+    cc = Counter(_grams(cand, n)[:-1] if short else _grams(cand, n))
+    allowed = Counter()
+    for r in refs:
+        grams = Counter(_grams(r, n)[:-1] if short else _grams(r, n))
+        if summed:
+            allowed.update(grams)
+        else:
+            allowed |= grams
+    return sum(min(v, allowed[g]) for g, v in cc.items()), sum(cc.values())
 
 
 @pytest.mark.parametrize(
@@ -589,7 +618,19 @@ def bleu_solution(matches, totals, c, r, weights):
         (check.clipped_matches, clipped_solution),
         (check.corpus_brevity_penalty, bp_solution),
         (check.rouge_n_eq12, rouge_solution),
-        (check.bleu_from_counts, bleu_solution),
+        (
+            check.clipped_matches,
+            lambda c, rs, n: colleague_clipped(c, rs, n, short=False, summed=False),
+        ),
+        (
+            check.clipped_matches,
+            lambda c, rs, n: tuple(np.int64(v) for v in clipped_solution(c, rs, n)),
+        ),
+        (check.clipped_matches, lambda c, rs, n: list(clipped_solution(c, rs, n))),
+        (
+            check.clipped_matches,
+            lambda c, rs, n: tuple(float(v) for v in clipped_solution(c, rs, n)),
+        ),
     ],
 )
 def test_checkers_accept_the_solutions(checker, solution):
@@ -607,7 +648,7 @@ def test_checkers_accept_the_solutions(checker, solution):
         (
             check.clipped_matches,
             lambda c, rs, n: clipped_solution(c[:-1] if len(c) >= n else c, rs, n),
-            "last n-gram",
+            "one n-gram early",
         ),
         (
             check.clipped_matches,
@@ -644,17 +685,25 @@ def test_checkers_accept_the_solutions(checker, solution):
             lambda c, rs, n: rouge_n(c, rs, n, variant="pooled", tokenize="none"),
             "pool",
         ),
+        (check.clipped_matches, colleague_clipped, "both bugs are still there"),
         (
-            check.bleu_from_counts,
-            lambda m, t, c, r, w: sum(wi * a / b for wi, a, b in zip(w, m, t, strict=True)),
-            "geometric",
+            check.clipped_matches,
+            lambda c, rs, n: colleague_clipped(c, rs, n, summed=False),
+            "one n-gram early",
         ),
         (
-            check.bleu_from_counts,
-            lambda m, t, c, r, w: bleu_solution(m, t, c, c, w),
-            "brevity penalty",
+            check.clipped_matches,
+            lambda c, rs, n: colleague_clipped(c, rs, n, short=False),
+            "Counter.update adds them",
         ),
-        (check.bleu_from_counts, lambda *a: None, "number"),
+        (check.clipped_matches, lambda c, rs, n: None, "return a pair"),
+        (check.clipped_matches, lambda c, rs, n: (x for x in (1, 2)), "return a pair"),
+        (check.clipped_matches, lambda c, rs, n: b"12", "return a pair"),
+        (check.clipped_matches, lambda c, rs, n: ([1], 2), "two whole numbers"),
+        (check.clipped_matches, lambda c, rs, n: (float("nan"), 7), "two whole numbers"),
+        (check.clipped_matches, lambda c, rs: (2, 7), "takes 2 positional arguments"),
+        (check.clipped_matches, lambda c, rs, n: 1 / 0, "ZeroDivisionError"),
+        (check.clipped_matches, "not a function", "expected a function"),
     ],
 )
 def test_checkers_explain_typical_mistakes(checker, wrong, words):

@@ -2,10 +2,13 @@
 ``test_text_metrics_lcs_chrf.py``: hand-derived tables, the LCS read-out against rouge-score's own,
 every reference-combination variant, ROUGE-Lsum on multi-sentence documents made from the
 chapter's data, chrF's options (epsilon smoothing, white space, orders, beta) and its n-gram
-statistics against sacrebleu's, arbitrary Unicode, and bad input."""
+statistics against sacrebleu's, arbitrary Unicode, bad input, and the paired bootstrap."""
 
 from __future__ import annotations
 
+import math
+
+import numpy as np
 import pytest
 import sacrebleu
 from hypothesis import given, settings
@@ -15,11 +18,16 @@ from sacrebleu.metrics import CHRF
 from sacrebleu.tokenizers.tokenizer_intl import TokenizerV14International
 
 from course_lib.text_metrics import (
+    BigramLM,
+    bleu_from_stats,
     corpus_bleu,
     corpus_chrf,
     corpus_rouge_l,
+    corpus_stats,
     lcs_indices,
     lcs_length,
+    paired_bootstrap,
+    perplexity,
     rouge_l,
     rouge_lsum,
     sentence_chrf,
@@ -395,5 +403,91 @@ def test_bleu_with_intl_equals_sacrebleu_on_the_chapter_data():
     ],
 )
 def test_bad_input(call, error, match):
+    with pytest.raises(error, match=match):
+        call()
+
+
+# --- the paired bootstrap (section 3.8) ----------------------------------------------------
+
+
+def _bootstrap_by_hand(a, b, resamples, seed, confidence=0.95):
+    """The same resampling written as plainly as possible: BleuStats summed one by one."""
+    rng = np.random.default_rng(seed)
+    draws = rng.integers(0, len(a), size=(resamples, len(a)))
+    diffs = []
+    for idx in draws:
+        sa = sum((a[i] for i in idx[1:]), a[idx[0]])
+        sb = sum((b[i] for i in idx[1:]), b[idx[0]])
+        diffs.append(bleu_from_stats(sa).score - bleu_from_stats(sb).score)
+    tail = 100 * (1 - confidence) / 2
+    return np.percentile(diffs, [tail, 100 - tail])
+
+
+def test_paired_bootstrap_equals_a_plain_resampling_and_the_corpus_difference():
+    H = [refs[1:] for refs in DATA.references]
+    a = corpus_stats(DATA.systems["human"], H, per_sentence=True)
+    b = corpus_stats(DATA.systems["good"], H, per_sentence=True)
+    result = paired_bootstrap(a, b, resamples=60, seed=3, confidence=0.9)
+    whole = corpus_bleu(DATA.systems["human"], H).score - corpus_bleu(DATA.systems["good"], H).score
+    assert math.isclose(result.difference, whole, rel_tol=1e-12)
+    np.testing.assert_allclose((result.low, result.high), _bootstrap_by_hand(a, b, 60, 3, 0.9))
+    assert result.low <= result.high and "90% interval from 60 resamples" in str(result)
+    same = paired_bootstrap(a, a, resamples=20)
+    assert same.difference == same.low == same.high == 0.0  # paired: identical systems never differ
+
+
+@pytest.mark.parametrize(
+    ("call", "error", "match"),
+    [
+        (lambda s: paired_bootstrap(s[0], s), TypeError, "stats_a must be a non-empty list"),
+        (lambda s: paired_bootstrap([], s), TypeError, "stats_a must be a non-empty list"),
+        (lambda s: paired_bootstrap(s, [1, 2]), TypeError, "every element of stats_b"),
+        (lambda s: paired_bootstrap(s, s[:1]), ValueError, "the same sentences"),
+        (lambda s: paired_bootstrap(s, s, resamples=0), ValueError, "resamples"),
+        (lambda s: paired_bootstrap(s, s, confidence=1.0), ValueError, "confidence"),
+        (lambda s: paired_bootstrap(s, s, seed=-1), ValueError, "seed"),
+    ],
+)
+def test_paired_bootstrap_bad_input(call, error, match):
+    stats = corpus_stats(["a b c", "a b"], [["a b c"], ["a c"]], per_sentence=True)
+    with pytest.raises(error, match=match):
+        call(stats)
+
+
+# --- perplexity and the bigram model (section 3.9) -----------------------------------------
+
+
+def test_bigram_model_is_a_distribution_and_equals_a_count_by_hand():
+    train = [["the", "cat", "sat"], ["the", "dog", "sat"], ["a", "cat"]]
+    lm = BigramLM(train, k=0.5)
+    assert lm.V == 7  # the, cat, sat, dog, a, </s>, <unk>
+    for context in ("<s>", "the", "cat", "sat", "zebra"):
+        assert math.isclose(sum(lm.prob(context, w) for w in lm.vocabulary), 1.0, rel_tol=1e-12)
+    # "the cat": C(the cat) = 1, C(the) = 2, so (1 + 0.5) / (2 + 0.5 * 7)
+    assert math.isclose(lm.prob("the", "cat"), 1.5 / 5.5)
+    assert lm.prob("the", "zebra") == lm.prob("the", "<unk>") == 0.5 / 5.5
+    logp = lm.log_probs(["the", "cat"])  # <s> the, the cat, cat </s>
+    assert len(logp) == 3 and math.isclose(logp[1], math.log(1.5 / 5.5))
+    assert math.isclose(perplexity(logp), math.exp(-sum(logp) / 3))
+
+
+def test_perplexity_of_a_uniform_model_is_its_vocabulary_size():
+    assert math.isclose(perplexity([math.log(1 / 2000)] * 17), 2000.0, rel_tol=1e-12)
+    lm = BigramLM([["x"]], k=1e9)  # huge k: every next token equally likely
+    assert math.isclose(perplexity(lm.log_probs(["x", "x", "y"])), lm.V, rel_tol=1e-6)
+
+
+@pytest.mark.parametrize(
+    ("call", "error", "match"),
+    [
+        (lambda: perplexity([]), ValueError, "empty"),
+        (lambda: perplexity([0.5]), ValueError, "logarithms of probabilities"),
+        (lambda: perplexity([float("nan")]), ValueError, "logarithms of probabilities"),
+        (lambda: BigramLM([]), ValueError, "no training sentences"),
+        (lambda: BigramLM(["a b"]), TypeError, "list of str tokens"),
+        (lambda: BigramLM([["a"]], k=0), ValueError, "k must be"),
+    ],
+)
+def test_perplexity_bad_input(call, error, match):
     with pytest.raises(error, match=match):
         call()

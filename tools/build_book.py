@@ -319,8 +319,9 @@ def write_quiz_pages() -> list[Path]:
 
     titles = {}
     for nb in sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")):
-        first = _json.loads(nb.read_text(encoding="utf-8"))["cells"][0]["source"]
-        heading = "".join(first).splitlines()[0].lstrip("# ").strip()
+        cells = _json.loads(nb.read_text(encoding="utf-8"))["cells"]
+        first = next(c for c in cells if c["cell_type"] == "markdown")  # not the Colab cell
+        heading = "".join(first["source"]).splitlines()[0].lstrip("# ").strip()
         titles[nb.stem] = heading
     return quiz.write_pages(BOOK / "quizzes", titles)
 

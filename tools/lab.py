@@ -223,8 +223,16 @@ class PortTaken(RuntimeError):
 
 
 def chapter_path(name: str) -> str:
-    """``07_bpe`` (or a path to it) as the notebook path JupyterLab opens."""
+    """``07_bpe`` (or a path to it, or a chapter number such as ``07`` or ``7``) as the notebook
+    path JupyterLab opens; a number opens the chapter's first notebook (part 1 of a split one).
+
+    >>> chapter_path("5")
+    'notebooks/05_transformer_block.ipynb'
+    """
     stem = Path(name).name.removesuffix(".py").removesuffix(".ipynb")
+    if stem.isdigit():
+        parts = sorted((ROOT / "notebooks").glob(f"{int(stem):02d}_*.ipynb"))
+        stem = parts[0].stem if parts else stem
     path = ROOT / "notebooks" / f"{stem}.ipynb"
     if not path.is_file():
         known = ", ".join(p.stem for p in sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")))

@@ -2,7 +2,7 @@
 
     python -m tools.pdf                      # book/_build/html -> book/_build/html/course.pdf
 
-Each page of the course (the introduction, how to use it, the thirteen chapters in order, the
+Each page of the course (the introduction, how to use it, every chapter's notebook in order, the
 notation, errata and references; not the lecturers' pages, the quizzes or the status page) is
 opened from ``file://`` in the same headless Chromium the browser tests drive, its math typeset
 by the site's own MathJax, and printed with the theme's print style (no sidebars); the pages are

@@ -31,9 +31,10 @@ import torch.nn.functional as F
 from course_lib.attention.accelerated import scaled_dot_product_attention
 from course_lib.attention.flops import attention_flops, crossover_length, ffn_flops
 from course_lib.checks import check_int
-from course_lib.measure import peak_tensor_memory, timed
+from course_lib.measure import STEADY, peak_tensor_memory, steady, timed
 
 __all__ = [
+    "STEADY",
     "attention_flops",
     "crossover_length",
     "ffn_flops",
@@ -63,6 +64,7 @@ def measure_attention(
     device: str | torch.device = "cpu",
     dtype: torch.dtype = torch.float32,
     time_it: bool = True,
+    clock: str = "wall",
 ) -> list[dict[str, Any]]:
     """Time and peak tensor memory of attention (forward, and backward if asked) against L.
 
@@ -72,7 +74,8 @@ def measure_attention(
     1 says the best time was not reproduced, so it is noise, not data), ``peak_MiB``
     (:func:`course_lib.measure.peak_tensor_memory`) and ``weights_MiB``, the size of one
     (B, h, L, L) tensor of attention weights in this dtype. ``seconds`` and ``spread`` are
-    absent if ``time_it=False``.
+    absent if ``time_it=False``. ``clock="cpu"`` times the process's CPU time instead of the
+    wall clock (see :func:`interleaved_times`).
 
     >>> rows = measure_attention([8, 16], n_heads=2, d_head=4, time_it=False)
     >>> [(r["L"], r["implementation"]) for r in rows]
@@ -102,7 +105,9 @@ def measure_attention(
                     out.backward(grad)
 
             steps[name] = step
-        times = interleaved_times(steps, rounds=repeats, device=device) if time_it else {}
+        times = (
+            interleaved_times(steps, rounds=repeats, device=device, clock=clock) if time_it else {}
+        )
         for name, step in steps.items():
             row: dict[str, Any] = {"L": L, "implementation": name}
             if time_it:
@@ -115,12 +120,12 @@ def measure_attention(
     return rows
 
 
-#: A best time counts as data only if the second-best time is within this factor of it.
-STEADY = 1.25
-
-
 def interleaved_times(
-    steps: dict[str, Callable[[], Any]], *, rounds: int = 3, device: Any = None
+    steps: dict[str, Callable[[], Any]],
+    *,
+    rounds: int = 3,
+    device: Any = None,
+    clock: str = "wall",
 ) -> dict[str, list[float]]:
     """Seconds of every timed call of each step, sorted, over ``rounds`` interleaved rounds.
 
@@ -128,23 +133,24 @@ def interleaved_times(
     own call leaves it), then once timed with :func:`course_lib.measure.timed`. Interleaving
     spreads a drift of the machine's load over all the steps alike.
 
+    ``clock="wall"`` keeps the wall-clock time; ``clock="cpu"`` the process's CPU time, which on
+    a machine shared with other jobs leaves out the time spent waiting for a core (a long call
+    is preempted more often than a short one, so wall times inflate ratios between lengths). It
+    measures the arithmetic only when the work runs on the CPU, on one thread.
+
     >>> t = interleaved_times({"a": lambda: None, "b": lambda: None}, rounds=2)
     >>> sorted(t), len(t["a"]), t["a"] == sorted(t["a"])
     (['a', 'b'], 2, True)
     """
     rounds = check_int(rounds, "rounds", low=1)
+    if clock not in ("wall", "cpu"):
+        raise ValueError(f"clock must be 'wall' or 'cpu', got {clock!r}")
+    if clock == "cpu" and device is not None and torch.device(device).type != "cpu":
+        raise ValueError(f"clock='cpu' measures CPU work only; the device is {device}")
     times: dict[str, list[float]] = {name: [] for name in steps}
     for _ in range(rounds):
         for name, step in steps.items():
             step()
-            times[name].append(timed(step, device=device).wall)
+            timing = timed(step, device=device)
+            times[name].append(timing.wall if clock == "wall" else timing.cpu)
     return {name: sorted(t) for name, t in times.items()}
-
-
-def steady(row: dict[str, Any]) -> bool:
-    """Whether a measured row's best time was reproduced (second best within ``STEADY``).
-
-    >>> steady({"seconds": 1.0, "spread": 1.1}), steady({"seconds": 1.0, "spread": 3.0})
-    (True, False)
-    """
-    return "seconds" in row and row.get("spread", 1.0) <= STEADY

@@ -16,8 +16,29 @@ import numpy as np
 from course_lib.checker import Outcome, check_cases, diagnose, seeded, to_array
 from course_lib.softmax.reference import softmax as _softmax
 
-__all__ = ["cross_attention", "previous_token_head", "torch_head_weights"]
+__all__ = [
+    "WHY_QUERY_IS_KEY",
+    "WHY_WIDE_VARIANCE",
+    "causal_attention",
+    "cross_attention",
+    "previous_token_head",
+    "torch_head_weights",
+]
 
+
+#: Why the two predictions' answers are what they are, and what common wrong answers mean.
+WHY_QUERY_IS_KEY = (
+    "q . k0 = |k0|^2, a sum of 64 squares of unit variance, is about 64, and divided by "
+    "sqrt(64) = 8 it is about 8; the other two scores are about N(0, 1). e^8 is about 3,000 "
+    "times e^0, so nearly all the weight goes to key 0. 1/3 would need equal scores; about 0.5 "
+    "forgets that the other scores sit near 0, not near 8."
+)
+WHY_WIDE_VARIANCE = (
+    "each product q_l k_l has variance 2^2 * 2^2 = 16, the 64 of them sum to a variance of "
+    "1,024, and dividing by sqrt(64) = 8 divides the variance by 64: 16, a standard deviation "
+    "of 4. 1 is the answer for unit components: the scaling removes the width, not the size of "
+    "the components; 4 counts the factor 2 once instead of twice; 1,024 forgets the scaling."
+)
 
 #: Seed of this chapter's checker inputs.
 SEED = 404
@@ -114,6 +135,101 @@ def cross_attention(fn: Callable, *, require: bool = False) -> Outcome:
 
     return check_cases(
         "cross-attention over padded keys", fn, cases, compare=compare, require=require
+    )
+
+
+def _causal(x, w_q, w_k, w_v, *, scale=None, mask="before", tri=np.tril, axis=-1):
+    """The answer to :func:`causal_attention`, and the typical wrong ones: ``mask`` is where the
+    causal mask goes (``"before"`` the softmax as -inf, ``"after"`` as a product, ``"zero"``: the
+    logits set to 0 instead of -inf), ``tri`` which triangle is allowed, ``axis`` the softmax's."""
+    q, k, v = x @ w_q, x @ w_k, x @ w_v  # (L, d_k), (L, d_k), (L, d_v)
+    s = q @ k.T * (1 / np.sqrt(k.shape[1]) if scale is None else scale)  # (L, L)
+    allowed = tri(np.ones(s.shape, dtype=bool))
+    if mask == "before":
+        s = np.where(allowed, s, -np.inf)
+    elif mask == "zero":
+        s = np.where(allowed, s, 0.0)
+    a = _softmax(s, axis=axis)  # (L, L)
+    if mask == "after":
+        a = a * allowed
+    return a @ v  # (L, d_v)
+
+
+def causal_attention(fn: Callable, *, require: bool = False) -> Outcome:
+    """Find-the-bug exercise: ``fn(x, w_q, w_k, w_v)`` is one causal self-attention head.
+
+    ``x`` (L, d); ``w_q``, ``w_k`` (d, d_k); ``w_v`` (d, d_v). The answer, (L, d_v), is
+    ``softmax(mask(Q K^T / sqrt(d_k))) V`` with the future masked by -inf before the softmax.
+
+    >>> causal_attention(lambda *a: _causal(*a)).passed
+    True
+    >>> "both bugs" in causal_attention(lambda *a: _causal(*a, scale=1 / a[1].shape[1], mask="after")).details[0]
+    True
+    """
+    rng = seeded(SEED + 1)
+    raw = [  # description, L, d, d_k, d_v
+        ("5 tokens of width 6, d_k = 4, d_v = 3", 5, 6, 4, 3),
+        ("a single token", 1, 4, 2, 2),
+        ("8 tokens, d_k = 16 (wide keys), d_v = 2", 8, 5, 16, 2),
+        ("3 tokens, d_k = 1", 3, 2, 1, 4),
+    ]
+    cases = []
+    for description, L, d, d_k, d_v in raw:
+        args = (
+            rng.standard_normal((L, d)),
+            rng.standard_normal((d, d_k)),
+            rng.standard_normal((d, d_k)),
+            rng.standard_normal((d, d_v)),
+        )
+        cases.append((description, tuple(a.copy() for a in args), args))
+
+    def compare(got: object, args: tuple) -> str | None:
+        want = _causal(*args)
+        problem = diagnose(got, want)
+        if problem is None:
+            return None
+        arr = to_array(got)
+        if arr is None or arr.shape != want.shape:
+            return problem
+        d_k = args[1].shape[1]
+        wrong = [
+            (
+                {"scale": 1 / d_k, "mask": "after"},
+                "both bugs are still there: the logits are divided by d_k instead of sqrt(d_k), "
+                "and the mask multiplies the weights after the softmax",
+            ),
+            (
+                {"mask": "after"},
+                "the rows of your weights do not sum to 1: the mask multiplies the weights "
+                "after the softmax (May's recipe), so early tokens get a shrunken average; set the "
+                "future logits to -inf before the softmax",
+            ),
+            ({"scale": 1 / d_k}, "you divide the logits by d_k; divide by its square root"),
+            ({"scale": 1.0}, "you left out the 1/sqrt(d_k) scaling of the logits"),
+            (
+                {"tri": np.triu},
+                "your mask lets every token see the later ones and hides the earlier ones "
+                "(np.triu instead of np.tril)",
+            ),
+            (
+                {"mask": "zero"},
+                "a masked logit of 0 still gets weight exp(0) = 1 in the softmax; use -inf",
+            ),
+            (
+                {"axis": 0},
+                "your softmax runs down the columns: each key's weights sum to 1, not each "
+                "query's; take it along the last axis",
+            ),
+        ]
+        for kwargs, hint in wrong:
+            with np.errstate(all="ignore"):
+                other = _causal(*args, **kwargs)
+            if np.all(np.isfinite(other)) and np.allclose(arr, other):
+                return f"{problem} ({hint})"
+        return problem
+
+    return check_cases(
+        "causal self-attention, one head", fn, cases, compare=compare, require=require
     )
 
 

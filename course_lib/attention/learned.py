@@ -14,9 +14,10 @@ mix them: with equal weights, "a at i-1, b at i-2" and "b at i-1, a at i-2" give
 average (embeddings of tokens and positions are added, and attention is linear in the values),
 and with unequal weights the weaker token is a faint trace. Two heads can each look at one
 place. This is the "multiple filters" argument of May's notes, section 1.2, as an experiment:
-with the defaults, the two-head model gets both outputs right and the one-head model only one
-(``tests/test_attention.py`` checks it), which shows what training finds, not that one head
-could never do better.
+with the defaults, the two-head model gets both outputs right and the one-head model one of
+them, and much less of the other (``tests/test_attention.py`` checks it for seed 0;
+:func:`make_seed_study` repeats it over five seeds and three learning rates), which shows what
+training finds, not that one head could never do better.
 
 :func:`train_look_back` is deterministic for a given seed on a given machine (it seeds its own
 generators and leaves the global ones as they were); tests compare accuracies, never weights.
@@ -40,6 +41,9 @@ __all__ = [
     "LookBackModel",
     "TrainedLookBack",
     "attended_offsets",
+    "best_learning_rate",
+    "load_seed_study",
+    "make_seed_study",
     "learned_head_weights",
     "look_back_batch",
     "train_look_back",
@@ -210,3 +214,97 @@ def attended_offsets(weights: np.ndarray, start: int = 2) -> list[int]:
         values, counts = np.unique(offsets, return_counts=True)
         out.append(int(values[counts.argmax()]))
     return out
+
+
+# ------------------------------------------------------------- the chapter's stored seed study
+#: The seed study of section 4.8, in ``data/`` (made by ``python -m course_lib.attention.learned``).
+STORED_STUDY = "attention_look_back.json"
+STUDY_SEEDS = (0, 1, 2, 3, 4)
+#: Learning rates tried for each model; each model is reported at its own best (on validation).
+STUDY_LRS = (0.003, 0.01, 0.03)
+#: The sequence whose attention maps name the offset each head looks at (the chapter's example).
+EXAMPLE = (3, 1, 4, 1, 5, 2, 6, 5, 3, 5, 0, 7)
+
+
+def make_seed_study() -> dict:
+    """Train one- and two-head models on look-back (1, 2) for every seed and learning rate.
+
+    Each run records its validation accuracy (512 sequences from generator seed 10,000 + seed,
+    used only to choose the learning rate), its test accuracy (the 512 sequences of
+    :func:`train_look_back`, seed + 1), the offset each head looks at on ``EXAMPLE``, and the
+    mean loss of its last 20 steps. About 30 one-second runs on an idle CPU.
+    """
+    runs = []
+    for n_heads in (1, 2):
+        for lr in STUDY_LRS:
+            for seed in STUDY_SEEDS:
+                run = train_look_back(n_heads, (1, 2), lr=lr, seed=seed)
+                val = _accuracy(run.model, run.offsets, 10_000 + seed - 1)
+                weights = learned_head_weights(run.model, torch.tensor(EXAMPLE))
+                runs.append(
+                    {
+                        "n_heads": n_heads,
+                        "lr": lr,
+                        "seed": seed,
+                        "validation": [round(a, 3) for a in val],
+                        "test": [round(a, 3) for a in run.accuracy],
+                        "looks_back": attended_offsets(weights),
+                        "final_loss": round(float(np.mean(run.losses[-20:])), 3),
+                    }
+                )
+    return {
+        "made_by": "python -m course_lib.attention.learned",
+        "task": "look back by 1 and 2, vocabulary 8, length 12",
+        "model": "token + position embeddings, one causal MultiHeadAttention of width 32, "
+        "a linear read-out per output, no residual",
+        "training": "300 Adam steps, batch 64, fresh random batches, one CPU thread",
+        "seeds": list(STUDY_SEEDS),
+        "learning_rates": list(STUDY_LRS),
+        "runs": runs,
+    }
+
+
+def load_seed_study() -> dict:
+    """The stored seed study of section 4.8 (``data/attention_look_back.json``)."""
+    import json
+
+    from course_lib.paths import data_path
+
+    return json.loads(data_path(STORED_STUDY).read_text(encoding="utf-8"))
+
+
+def best_learning_rate(study: dict, n_heads: int) -> float:
+    """The learning rate whose runs of ``n_heads`` heads have the highest mean validation
+    accuracy (over seeds and both outputs); a tie goes to the rate nearer the middle of the grid
+    (in log scale), so that a best value is never at an edge by a tie-break.
+
+    >>> study = {"runs": [{"n_heads": 1, "lr": lr, "validation": [v]}
+    ...                   for lr, v in ((0.001, 1.0), (0.01, 1.0), (0.1, 0.5))]}
+    >>> best_learning_rate(study, 1)
+    0.01
+    """
+    runs = [r for r in study["runs"] if r["n_heads"] == n_heads]
+    if not runs:
+        raise ValueError(f"the study has no run with {n_heads} head(s)")
+    lrs = sorted({r["lr"] for r in runs})
+    middle = float(np.mean(np.log(lrs)))
+
+    def score(lr: float) -> tuple[float, float]:
+        accuracy = float(np.mean([r["validation"] for r in runs if r["lr"] == lr]))
+        return accuracy, -abs(np.log(lr) - middle)
+
+    return max(lrs, key=score)
+
+
+def main() -> None:
+    import json
+
+    from course_lib.paths import data_path
+
+    out = data_path(STORED_STUDY, must_exist=False)
+    out.write_text(json.dumps(make_seed_study(), indent=1) + "\n", encoding="utf-8")
+    print(f"wrote {out}")
+
+
+if __name__ == "__main__":
+    main()

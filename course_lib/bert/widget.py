@@ -53,7 +53,10 @@ def top_predictions(model, tok, text: str, k: int = 5) -> list[list[tuple[str, f
     if not isinstance(text, str):
         raise TypeError(f"text must be a str, got {type(text).__name__}")
     check_int(k, "k", low=1)
-    ids, _ = pack(tok.encode(text), max_len=model.config.max_len)
+    # [MASK] typed into the text is the control token this widget is for; the other specials,
+    # typed, are plain text (chapter 7: special tokens are allowed by name only)
+    ids = tok.encode(text, allowed_special={"[MASK]"}, disallowed_special=())
+    ids, _ = pack(ids, max_len=model.config.max_len)
     where = [i for i, t in enumerate(ids) if t == MASK]
     if not where:
         raise ValueError("text has no [MASK]: write [MASK] where a word should be guessed")
@@ -94,7 +97,8 @@ def head_maps(model, tok, text: str, layer: int) -> tuple[list[str], np.ndarray]
     if not isinstance(text, str):
         raise TypeError(f"text must be a str, got {type(text).__name__}")
     check_int(layer, "layer", low=0, high=model.config.n_layers - 1)
-    ids, _ = pack(tok.encode(text), max_len=model.config.max_len)
+    ids = tok.encode(text, allowed_special={"[MASK]"}, disallowed_special=())
+    ids, _ = pack(ids, max_len=model.config.max_len)
     with torch.no_grad():
         a = model.attention_maps(torch.tensor([ids]))[0, layer]  # (h, L, L)
     return [tok.decode([i]) for i in ids], a.double().numpy()

@@ -13,7 +13,7 @@ from typing import Any
 
 from course_lib.block.config import BlockConfig, DecoderConfig
 from course_lib.block.counting import GPT3_SIZES, approx_parameters, count_parameters
-from course_lib.checks import check_choice
+from course_lib.checks import check_choice, check_int, check_real
 from course_lib.interact import live_html
 
 PRESETS = {r.name: r for r in GPT3_SIZES}
@@ -167,3 +167,18 @@ def explorer(preset: str = "GPT-3 Small") -> Any:
     return w.VBox(
         [choose, w.HBox([layers, width]), w.HBox([heads, d_head]), w.HBox([gated, bias, tied]), out]
     )
+
+
+def residual_explorer(depth: int = 24, gain: float = 0.5) -> Any:
+    """An ipywidgets explorer for section 5.3: the gradient at every layer of a deep chain, with
+    and without residual connections (:func:`course_lib.block.residual.render_html`)."""
+    import ipywidgets as w
+
+    from course_lib.block.residual import render_html as residual_html
+
+    check_int(depth, "depth", low=1, high=96)
+    check_real(gain, "gain", low=0.05, high=8.0)
+    layers = w.IntSlider(depth, 1, 96, description="layers")
+    scale = w.FloatLogSlider(gain, base=2, min=-3, max=3, step=0.25, description="gain")
+    out = live_html([layers, scale], lambda: residual_html(layers.value, scale.value))
+    return w.VBox([w.HBox([layers, scale]), out])

@@ -14,7 +14,7 @@ printable characters (printable bytes to themselves, the others to code points f
 
 >>> tok = Tokenizer({i: bytes([i]) for i in range(256)} | {256: b"ab", 257: b"<eos>"},
 ...                 [(b"a", b"b")], special_tokens=["<eos>"])
->>> tok.encode("abab<eos>a")
+>>> tok.encode("abab<eos>a", allowed_special={"<eos>"})
 [256, 256, 257, 97]
 >>> tok.decode([256, 257])
 'ab<eos>'
@@ -127,20 +127,21 @@ class Tokenizer:
         self,
         text: str,
         *,
-        allowed_special: str | Collection[str] = "all",
+        allowed_special: str | Collection[str] = frozenset(),
         disallowed_special: str | Collection[str] = "all",
     ) -> list[int]:
         """The ids of ``text``; an allowed special token is one id, never split.
 
         ``allowed_special`` names the special tokens that ``text`` may contain as control tokens
-        (``"all"``, the default, allows every special token of this tokenizer: the course encodes
-        its own training text). For text a user typed, pass ``allowed_special=set()``: then a
-        special token in the text raises ``ValueError``, as tiktoken does by default, or, with
-        ``disallowed_special=()``, is encoded as ordinary text. ``disallowed_special`` names
-        the special tokens that raise (``"all"``: every one that is not allowed).
+        (``"all"`` allows every special token of this tokenizer, for text one wrote oneself, such
+        as the course's training text). The default allows none, as tiktoken's does: a special
+        token in the text raises ``ValueError``, or, with ``disallowed_special=()``, is encoded
+        as ordinary text, so text a user typed can never turn into a control id.
+        ``disallowed_special`` names the special tokens that raise (``"all"``: every one that is
+        not allowed).
 
         >>> tok = Tokenizer({i: bytes([i]) for i in range(256)}, [], special_tokens=["<eos>"])
-        >>> tok.encode("a<eos>")
+        >>> tok.encode("a<eos>", allowed_special={"<eos>"})
         [97, 256]
         >>> tok.encode("a<eos>", allowed_special=set(), disallowed_special=())
         [97, 60, 101, 111, 115, 62]
@@ -186,7 +187,9 @@ class Tokenizer:
     def encode_iterable(self, lines: Iterable[str]) -> Iterator[int]:
         """Encode a stream of text (a file opened for reading, or any pieces) lazily.
 
-        The ids are exactly those of ``encode("".join(lines))``, wherever the pieces are cut.
+        The ids are exactly those of ``encode("".join(lines), allowed_special="all")``, wherever
+        the pieces are cut: a stream is one's own training text, whose special tokens are control
+        tokens.
         What the next piece could still change is held back: the end of the text that may be
         the start of a special token, and the pre-tokens that end within two characters of the
         text's end (the pattern decides a pre-token by looking at most one character past its
@@ -205,7 +208,7 @@ class Tokenizer:
             ids, pending = self._encode_final(pending)
             yield from ids
         if pending:
-            yield from self.encode(pending)
+            yield from self.encode(pending, allowed_special="all")
 
     def _encode_final(self, text: str) -> tuple[list[int], str]:
         """The ids of the part of ``text`` that no continuation can change, and the rest."""

@@ -1,8 +1,9 @@
 """InstructGPT's three steps on a model trained from scratch in seconds (Chapter 10).
 
 1. :func:`train_sft`: supervised fine-tuning on (prompt, response) pairs, the loss masked to the
-   response (:func:`~course_lib.feedback.accelerated.masked_nll`); ``mask_prompt=False`` is the
-   common bug of training on the prompt too.
+   response (:func:`~course_lib.feedback.accelerated.masked_nll`); ``mask_prompt=False`` trains
+   on the prompt's tokens too (a design choice that sometimes helps, Shi et al. 2024; on this
+   task's random prompts it does not).
 2. :func:`train_reward_model`: a GPT with a scalar head, started from the SFT weights as in
    InstructGPT, trained on comparisons with the pairwise loss.
 3. :func:`train_rl`: PPO against the reward minus a per-token KL penalty to the frozen SFT
@@ -45,10 +46,13 @@ from course_lib.gpt.model import GPT
 __all__ = [
     "MAX_NEW",
     "accuracy",
+    "answer_logprob",
     "encode_pairs",
+    "implicit_reward_accuracy",
     "make_policy",
     "pair_accuracy",
     "responses_of",
+    "right_answer_probability",
     "RewardModel",
     "DPOLog",
     "RLLog",
@@ -137,7 +141,7 @@ def train_sft(
     """
     check_int(steps, "steps", low=0)
     tokens, targets, mask = encode_pairs(prompts, responses, vocab)
-    if not mask_prompt:  # the bug: every real next token is a target, the prompt's included
+    if not mask_prompt:  # every real next token is a target, the prompt's included
         lengths = torch.tensor([len(p) + len(r) for p, r in zip(prompts, responses, strict=True)])
         mask = (torch.arange(tokens.shape[1]) < lengths[:, None] - 1).float()
     if weights is not None:
@@ -211,6 +215,44 @@ def sequence_logprobs(model: nn.Module, tokens: torch.Tensor, prompt_len: int) -
     return acc.token_logprobs(logits, tokens[:, prompt_len:])
 
 
+@one_thread
+@torch.no_grad()
+def answer_logprob(model: GPT, words: Sequence[str], answers: Sequence[str]) -> torch.Tensor:
+    """log pi(answer | word + "=") of each pair, summed over the answer's tokens: (N,)."""
+    tokens, targets, mask = encode_pairs([w + "=" for w in words], answers)  # (N, L) each
+    return (acc.token_logprobs(model(tokens), targets) * mask).sum(-1)
+
+
+def right_answer_probability(model: GPT, words: Sequence[str]) -> float:
+    """The mean over ``words`` of pi(right answer | word): the exact expected share of sampled
+    answers that are right (temperature 1), with no sampling noise.
+
+    :func:`sample` stops at the first '.', and the right answer (the word reversed and '.') has
+    5 tokens, so the probability that a sample is exactly right is the product of the 5 tokens'
+    probabilities.
+    """
+    answers = [w[::-1] + "." for w in words]
+    return float(answer_logprob(model, words, answers).exp().mean())
+
+
+def implicit_reward_accuracy(
+    model: GPT, reference: GPT, pairs: Sequence[tuple[str, str, str]]
+) -> float:
+    """The share of (word, chosen, rejected) comparisons that DPO's implicit reward
+    beta log pi(y)/pi_ref(y) ranks right (chosen strictly higher; beta > 0 drops out).
+
+    TRL logs this on its evaluation pairs as ``rewards/accuracies``.
+    """
+    words = [p[0] for p in pairs]
+    ratio_w = answer_logprob(model, words, [p[1] for p in pairs]) - answer_logprob(
+        reference, words, [p[1] for p in pairs]
+    )  # (N,)
+    ratio_l = answer_logprob(model, words, [p[2] for p in pairs]) - answer_logprob(
+        reference, words, [p[2] for p in pairs]
+    )  # (N,)
+    return float((ratio_w > ratio_l).float().mean())
+
+
 class RewardModel(nn.Module):
     """A GPT body and a linear head on the hidden state of the response's last token: r(x, y)."""
 
@@ -275,7 +317,9 @@ class RLLog:
     """What :func:`train_rl` records at every iteration (means over the batch).
 
     ``value_loss`` (the mean over the iteration's gradient steps) stays empty with the
-    leave-one-out baseline, which has no value head.
+    leave-one-out baseline, which has no value head. ``p_right`` (filled when
+    :func:`train_rl` gets ``eval_words``) is :func:`right_answer_probability` of the policy that
+    sampled the iteration's batch, on those words.
     """
 
     reward: list[float] = field(default_factory=list)
@@ -283,6 +327,7 @@ class RLLog:
     accuracy: list[float] = field(default_factory=list)
     length: list[float] = field(default_factory=list)
     value_loss: list[float] = field(default_factory=list)
+    p_right: list[float] = field(default_factory=list)
 
 
 ADVANTAGES = ("gae", "loo")
@@ -309,6 +354,7 @@ def train_rl(
     value_coef: float = 0.5,
     value_clip: float | None = 0.2,
     value_lr: float = 1e-2,
+    eval_words: Sequence[str] | None = None,
 ) -> tuple[GPT, RLLog]:
     """PPO with a KL penalty to the starting policy; returns the trained copy and the log.
 
@@ -329,7 +375,9 @@ def train_rl(
     With ``ptx=(prompts, responses)`` and ``ptx_coef > 0`` each step also adds ``ptx_coef``
     times the masked next-token loss on a batch of those pairs: InstructGPT's PPO-ptx mixes
     pre-training gradients in this way (here the SFT data stands in for the pre-training
-    corpus). Runs are deterministic: the same arguments give the same log.
+    corpus). With ``eval_words``, every iteration also logs the exact probability of the right
+    answer on them (``log.p_right``). Runs are deterministic: the same arguments give the same
+    log.
     """
     check_real(beta, "beta", low=0.0)
     check_int(samples_per_prompt, "samples_per_prompt", low=2)
@@ -367,6 +415,8 @@ def train_rl(
         ws = [w for w in batch_words for _ in range(k)]
         tokens, mask = sample(pi, [w + "=" for w in ws], seed=seed * 100_003 + it)
         resp = responses_of(tokens, PROMPT_LEN)
+        if eval_words is not None:  # the policy that sampled this batch
+            log.p_right.append(right_answer_probability(pi, eval_words))
         with torch.no_grad():
             if advantage == "gae":
                 logp_old, values_old = ac(tokens, PROMPT_LEN)  # (B, T), (B, T)

@@ -31,7 +31,7 @@ from course_lib.checker import Outcome, call, check_cases, diagnose, first_mista
 from course_lib.gpt.config import GPTConfig
 from course_lib.gpt.model import GPT
 
-__all__ = ["cached_step", "muon_update", "sampling_probs"]
+__all__ = ["cached_step", "muon_ema", "next_token_loss", "sampling_probs"]
 
 #: Seed of this chapter's checker inputs.
 SEED = 8
@@ -290,6 +290,130 @@ def cached_step(fn: Callable, *, require: bool = False) -> Outcome:
                        require=require)  # fmt: skip
 
 
+# ------------------------------------------------------------------- the next-token loss (bug)
+def _scalar(got: object) -> tuple[float | None, str | None]:
+    """The learner's loss as a float, or (None, what is wrong with it)."""
+    if got is None:
+        return None, "it returned None: did you forget a `return` statement?"
+    if isinstance(got, bool | str | bytes):
+        return None, f"return the loss, a number; got a {type(got).__name__}"
+    arr = to_array(got)
+    if arr is None:
+        return None, f"return the loss, a number; got a {type(got).__name__}"
+    if arr.size != 1:
+        return None, (
+            f"return one number, the mean over all predictions; got {arr.size} values of shape "
+            f"{arr.shape} (the per-token losses?)"
+        )
+    value = float(arr.reshape(()))
+    if not math.isfinite(value):
+        return None, f"the loss is {value}: is a log taken of 0, or are the logits infinite?"
+    return value, None
+
+
+def _loss_mistakes(
+    logits: torch.Tensor, x: torch.Tensor, y: torch.Tensor
+) -> list[tuple[float, str]]:
+    """What the known mistakes compute on one batch, with their names, most telling first."""
+    V = logits.shape[-1]
+
+    def ce(z: torch.Tensor, t: torch.Tensor, **kw: Any) -> float:
+        return float(F.cross_entropy(z.reshape(-1, V), t.reshape(-1), **kw))
+
+    return [
+        (ce(logits[:, :-1], y[:, 1:]), "that is the colleague's loss, unchanged: its function "
+         "already pairs logits at position i with the token at i + 1 of what it is given. "
+         "What is at position i + 1 of y?"),
+        (ce(logits[:, :-1], x[:, 1:]), "you dropped the last position's prediction: y already "
+         "holds its target, so all L predictions can be scored"),
+        (ce(logits, x), "you scored each position against its own input token, which a causal "
+         "model can see: the targets are y, the next tokens"),
+        (ce(logits[:, 1:], y[:, :-1]), "the shift goes the wrong way: position i predicts y[:, i]; "
+         "with y already shifted, no slicing is needed"),
+        (ce(logits, y, reduction="sum"), "that is the sum over the predictions: return the mean"),
+        (ce(torch.softmax(logits, -1), y), "F.cross_entropy takes logits and applies the "
+         "log-softmax itself: applying a softmax first squashes them twice"),
+        (ce(logits[:, :-1], y[:, 1:], reduction="sum"), "that is the colleague's loss, summed "
+         "instead of averaged"),
+    ]  # fmt: skip
+
+
+def next_token_loss(fn: Callable, *, require: bool = False) -> Outcome:
+    """Find-the-bug exercise: ``fn(logits, x, y)`` is the mean cross-entropy of next-token
+    prediction, where ``logits`` (B, L, V) is the model's output on the windows ``x`` (B, L) and
+    ``y`` (B, L) holds, at each position, the token that follows in the text (``x`` moved by
+    one). All L positions of every window are scored.
+
+    The answer may be a 0-d tensor, a float or a NumPy number; it must match to 1e-6.
+
+    >>> next_token_loss(lambda logits, x, y: F.cross_entropy(
+    ...     logits.reshape(-1, logits.shape[-1]), y.reshape(-1))).passed
+    True
+    >>> from course_lib.gpt.accelerated import causal_lm_loss
+    >>> "colleague's loss, unchanged" in next_token_loss(
+    ...     lambda logits, x, y: causal_lm_loss(logits, y)).details[0]
+    True
+    """
+    g = torch.Generator().manual_seed(SEED)
+    cases = []
+    for B, L, V, dtype in (
+        (2, 5, 7, torch.float64),
+        (3, 9, 11, torch.float32),
+        (1, 2, 4, torch.float64),
+    ):
+        text = torch.randint(0, V, (B, L + 1), generator=g)
+        x, y = text[:, :-1], text[:, 1:]  # (B, L) each: y is x moved by one
+        logits = (2 * torch.randn(B, L, V, generator=g, dtype=torch.float64)).to(dtype)
+        desc = f"logits of shape {(B, L, V)} ({str(dtype).removeprefix('torch.')})"
+        cases.append((desc, (logits.clone(), x.clone(), y.clone()), (logits, x, y)))
+
+    def compare(got: object, case: tuple) -> str | None:
+        logits, x, y = case
+        value, problem = _scalar(got)
+        if problem:
+            return problem
+        z = logits.double()
+        want = float(F.cross_entropy(z.reshape(-1, z.shape[-1]), y.reshape(-1)))
+        if math.isclose(value, want, rel_tol=1e-5, abs_tol=1e-6):
+            return None
+        for wrong, hint in _loss_mistakes(z, x, y):
+            if math.isclose(value, wrong, rel_tol=1e-5, abs_tol=1e-6):
+                return f"you return {value:.6g}, the right loss is {want:.6g}: {hint}"
+        return f"you return {value:.6g}, the right loss is {want:.6g}"
+
+    def run(logits: torch.Tensor, x: torch.Tensor, y: torch.Tensor) -> Any:
+        got, error = call(fn, logits, x, y)
+        if error:
+            if "positional argument" in error or "unexpected keyword" in error:
+                error += ": the function must be loss_fn(logits, x, y)"
+            raise _LearnerError(error)
+        return got
+
+    outcome = Outcome("the next-token loss", True, [])
+    if not callable(fn):
+        outcome = Outcome(outcome.title, False, [f"pass your function, got {type(fn).__name__}"])
+    else:
+        for desc, args, case in cases:
+            try:
+                got = run(*args)
+            except _LearnerError as err:
+                outcome = Outcome(outcome.title, False, [f"on {desc}: {err}"])
+                break
+            problem = compare(got, case)
+            if problem:
+                outcome = Outcome(outcome.title, False, [f"on {desc}: {problem}"])
+                break
+        else:
+            outcome.details.append(f"passed all {len(cases)} batches (float64 and float32)")
+    if require and not outcome.passed:
+        raise AssertionError(str(outcome))
+    return outcome
+
+
+class _LearnerError(Exception):
+    """The learner's function raised (its message already says how)."""
+
+
 # ------------------------------------------------------------------------------ Muon's update
 def _ns(
     X: np.ndarray, steps: int = 5, coeffs: tuple[float, float, float] | None = None
@@ -303,107 +427,136 @@ def _ns(
     return X
 
 
-def _muon_mistakes(G: np.ndarray, M: np.ndarray, beta: float) -> list[tuple[Any, str]]:
-    """What the known mistakes return, ``(update, momentum)`` flattened into one vector."""
-    from course_lib.gpt.reference import NS_COEFFICIENTS, newton_schulz
+def _muon_ema_step(
+    G: np.ndarray, M: np.ndarray, beta: float, *, variant: str = "right"
+) -> tuple[np.ndarray, np.ndarray]:
+    """One step of Muon in the EMA convention, or a named wrong version of it."""
+    from course_lib.gpt.reference import newton_schulz
 
-    def pack(u: np.ndarray, m: np.ndarray) -> np.ndarray:
-        return np.concatenate([u.ravel(), m.ravel()])
-
-    m_new = beta * M + G
-    d = G + beta * m_new
     scale = math.sqrt(max(1.0, G.shape[0] / G.shape[1]))
+    m = beta * M + (1 - beta) * G  # momentum.lerp_(grad, 1 - beta)
+    d = (1 - beta) * G + beta * m  # grad.lerp_(momentum, beta)
+    if variant == "swapped":  # the lerp weights the wrong way round
+        m = (1 - beta) * M + beta * G
+        d = beta * G + (1 - beta) * m
+    elif variant == "sum":  # the running-sum convention of the page
+        m = beta * M + G
+        d = G + beta * m
+    elif variant == "plain":
+        d = m
+    elif variant == "old":
+        return scale * newton_schulz(d), M
     U, _, Vt = np.linalg.svd(d, full_matrices=False)
-    ema = beta * M + (1 - beta) * G
-    a, b, c = NS_COEFFICIENTS
-    return [
-        (
-            pack(scale * newton_schulz(m_new), m_new),
-            "that is plain momentum: Muon's direction is Nesterov's, G + beta * M_new, not M_new",
-        ),  # fmt: skip
-        (
-            pack(scale * newton_schulz(G + beta * ema), ema),
-            "the momentum is beta * M + G (a "
-            "running sum, as in SGD), not the average beta * M + (1 - beta) * G",
-        ),  # fmt: skip
-        (
-            pack(newton_schulz(d), m_new),
-            "the update lacks the shape factor sqrt(max(1, m / n)) for a tall matrix",
-        ),  # fmt: skip
-        (
-            pack(scale * newton_schulz(G), m_new),
-            "you orthogonalised the gradient alone: "
-            "orthogonalise the momentum's direction G + beta * M_new",
-        ),  # fmt: skip
-        (
-            pack(scale * U @ Vt, m_new),
-            "that is the exact polar factor U V^T (from an SVD): Muon "
-            "uses five steps of the quintic, whose singular values land near 1, not at 1",
-        ),  # fmt: skip
-        (
-            pack(scale * _ns(d), m_new),
-            "you iterated without first dividing by the Frobenius "
-            "norm: the quintic only pulls singular values towards 1 when they start at most 1",
-        ),  # fmt: skip
-        (
-            pack(scale * _ns(d / np.linalg.norm(d), coeffs=(c, b, a)), m_new),
-            "the coefficients "
-            "are reversed: X <- a X + b (X X^T) X + c (X X^T)^2 X with (a, b, c) = "
-            f"{NS_COEFFICIENTS}",
-        ),  # fmt: skip
-        (
-            pack(scale * newton_schulz(d), M),
-            "return the *new* momentum beta * M + G, not the old one",
-        ),  # fmt: skip
-    ]
+    if variant == "svd":
+        return scale * U @ Vt, m
+    if variant == "no_scale":
+        return newton_schulz(d), m
+    if variant == "sign":
+        return -scale * newton_schulz(d), m
+    return scale * newton_schulz(d), m
 
 
-def muon_update(fn: Callable, *, require: bool = False) -> Outcome:
-    """Exercise: ``fn(grad, momentum, beta)`` returns Muon's ``(update, new_momentum)``.
+#: The named mistakes of the EMA exercise, in the learner's words.
+_MUON_MISTAKES = {
+    "sum": "that is the running sum of section 8.11 (M <- beta M + G), not the moving average: "
+    "your updates are right, since the two conventions give the same updates, but the momentum "
+    "you return is 1 / (1 - beta) times the average's. momentum.lerp_(grad, 1 - beta) is "
+    "M + (1 - beta) (G - M) = beta M + (1 - beta) G",
+    "swapped": "the lerp weights are the wrong way round: a.lerp_(b, w) is a + w (b - a) = "
+    "(1 - w) a + w b, so momentum.lerp_(grad, 1 - beta) keeps beta of the old momentum",
+    "plain": "that is plain momentum: the reference steps along grad.lerp_(momentum, beta) = "
+    "(1 - beta) G + beta M_new (Nesterov), not along M_new",
+    "old": "return the *new* momentum, not the one you were given",
+    "svd": "that is the exact polar factor U V^T (from an SVD): Muon uses five steps of the "
+    "quintic (the page's newton_schulz), whose singular values land near 1, not at 1",
+    "no_scale": "the update lacks the shape factor sqrt(max(1, m / n)) for a tall matrix",
+    "sign": "the update has the wrong sign: return the direction that is *subtracted*",
+}
 
-    ``new_momentum = beta * momentum + grad``; ``update`` is the Nesterov direction
-    ``grad + beta * new_momentum``, divided by its Frobenius norm, sent through five steps of
-    the quintic ``X <- a X + b (X X^T) X + c (X X^T)^2 X`` with
-    :data:`~course_lib.gpt.reference.NS_COEFFICIENTS`, times ``sqrt(max(1, m / n))``: the
-    step is ``W <- W - lr * update``. Compared with :func:`course_lib.gpt.reference.muon_step`.
 
-    >>> from course_lib.gpt.reference import muon_step
-    >>> def right(g, m, beta):
-    ...     w, m2 = muon_step(np.zeros_like(g), g, m, 1.0, beta)
-    ...     return -w, m2
-    >>> muon_update(right).passed
+def muon_ema(fn: Callable, *, require: bool = False) -> Outcome:
+    """Derive exercise: ``fn(grad, momentum, beta)`` is one Muon step in the moving-average
+    convention of the reference implementation (KellerJordan/Muon's ``muon_update``):
+    ``momentum.lerp_(grad, 1 - beta)``, direction ``grad.lerp_(momentum, beta)``, five steps of
+    the quintic, times ``sqrt(max(1, m / n))``. It returns ``(update, new_momentum)``, NumPy
+    arrays (float64) or tensors of the gradient's shape.
+
+    The checker feeds it a sequence of gradients from zero momentum, threading the momentum it
+    returns, and compares each update with the running-sum Muon of
+    :func:`course_lib.gpt.reference.muon_step` on the same gradients: the two conventions give
+    the same updates (the exercise is to see why), while the momenta differ by 1 - beta.
+
+    >>> muon_ema(lambda g, m, beta: _muon_ema_step(g, m, beta)).passed
+    True
+    >>> "running sum" in muon_ema(lambda g, m, beta: _muon_ema_step(g, m, beta, variant="sum")).details[0]
     True
     """
     from course_lib.gpt.reference import muon_step
 
+    title = "Muon's update in the moving-average convention"
     rng = np.random.default_rng(SEED)
-    cases = []
-    for shape, beta in (((4, 6), 0.95), ((6, 4), 0.95), ((5, 5), 0.9), ((8, 3), 0.5)):
-        G, M = rng.standard_normal(shape), rng.standard_normal(shape)
-        desc = f"a gradient of shape {shape} with beta={beta}"
-        cases.append((desc, (G.copy(), M.copy(), beta), (G, M, beta)))
+    runs = [((4, 6), 0.95), ((6, 4), 0.9), ((5, 5), 0.5)]
 
-    def compare(got: object, case: tuple) -> str | None:
-        G, M, beta = case
-        w, m_new = muon_step(np.zeros_like(G), G, M, 1.0, beta)
-        want = np.concatenate([(-w).ravel(), m_new.ravel()])
-        if not isinstance(got, tuple | list) or len(got) != 2:
-            return "return a pair (update, new_momentum)"
-        u, m = to_array(got[0]), to_array(got[1])
-        if u is None or m is None:
-            return "both the update and the momentum must be arrays of numbers"
-        if u.shape != G.shape or m.shape != G.shape:
-            return (
-                f"the update and the momentum must have the gradient's shape {G.shape}, got "
-                f"{u.shape} and {m.shape}"
-            )
-        packed = np.concatenate([u.ravel(), m.ravel()])
-        if np.allclose(packed, want, atol=1e-8):
-            return None
-        if np.allclose(-packed[: G.size], want[: G.size], atol=1e-8):
-            return "the update has the wrong sign: return the direction that is *subtracted*"
-        return first_mistake(packed, _muon_mistakes(G, M, beta), atol=1e-8) or diagnose(
-            u, want[: G.size].reshape(G.shape), atol=1e-8
+    def fail(problem: str) -> Outcome:
+        out = Outcome(title, False, [problem])
+        if require:
+            raise AssertionError(str(out))
+        return out
+
+    if not callable(fn):
+        return fail(f"pass your function, got {type(fn).__name__}")
+    agree = True
+    for shape, beta in runs:
+        grads = [rng.standard_normal(shape) for _ in range(4)]
+        M_ema, M_sum = np.zeros(shape), np.zeros(shape)
+        wrong = {k: np.zeros(shape) for k in _MUON_MISTAKES}
+        for t, G in enumerate(grads, 1):
+            where = f"step {t} of gradients of shape {shape}, beta={beta}, from zero momentum"
+            got, error = call(fn, G.copy(), M_ema.copy(), beta)
+            if error:
+                if "positional argument" in error or "unexpected keyword" in error:
+                    error += ": the function must be my_muon(grad, momentum, beta)"
+                return fail(f"on {where}: {error}")
+            if got is None:
+                return fail(f"on {where}: it returned None: did you forget a `return` statement?")
+            if not isinstance(got, tuple | list) or len(got) != 2:
+                return fail(f"on {where}: return a pair (update, new_momentum)")
+            u, m = to_array(got[0]), to_array(got[1])
+            if u is None or m is None:
+                return fail(f"on {where}: the update and the momentum must be arrays of numbers")
+            if u.shape != shape or m.shape != shape:
+                return fail(
+                    f"on {where}: the update and the momentum must have the gradient's shape "
+                    f"{shape}, got {u.shape} and {m.shape}"
+                )
+            if not (np.all(np.isfinite(u)) and np.all(np.isfinite(m))):
+                return fail(f"on {where}: the update or the momentum holds NaN or inf")
+            w, M_sum = muon_step(np.zeros(shape), G, M_sum, 1.0, beta)
+            same = np.allclose(-w, _muon_ema_step(G, M_ema, beta)[0], atol=1e-5)
+            agree = agree and same  # the running-sum Muon's update on the same gradients
+            want_u, M_ema = _muon_ema_step(G, M_ema, beta)  # to about 1e-7 the same update:
+            # newton_schulz divides by the norm plus 1e-7, so the scale does not cancel exactly
+            # what each named mistake returns after the same history
+            named = []
+            for k in _MUON_MISTAKES:
+                wu, wrong[k] = _muon_ema_step(G, wrong[k], beta, variant=k)
+                if np.allclose(u, wu, atol=1e-6) and np.allclose(m, wrong[k], atol=1e-6):
+                    named.append(_MUON_MISTAKES[k])
+            right_u = np.allclose(u, want_u, atol=1e-6)
+            right_m = np.allclose(m, M_ema, atol=1e-6)
+            if right_u and right_m:
+                continue
+            if named:
+                return fail(f"on {where}: {named[0]}")
+            if not right_m:
+                return fail(f"on {where}: " + (diagnose(m, M_ema, atol=1e-6) or "the momentum is off")
+                            + " (in the momentum)")  # fmt: skip
+            return fail(f"on {where}: " + (diagnose(u, want_u, atol=1e-6) or "the update is off")
+                        + " (in the update)")  # fmt: skip
+    details = [f"passed {len(runs)} runs of 4 steps (wide, tall, square, to 1e-6)"]
+    if agree:
+        details.append(
+            "your updates equal the running-sum Muon's of section 8.11 on the same gradients (to "
+            "1e-5), while your momentum is 1 - beta times its momentum"
         )
-
-    return check_cases("Muon's update", fn, cases, compare=compare, require=require)
+    return Outcome(title, True, details)

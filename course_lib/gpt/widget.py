@@ -1,8 +1,8 @@
-"""Widgets of Chapter 8: the next-token explorer over a trained GPT.
+"""Widgets of Chapter 8: the next-token explorer over a trained GPT, and the in-context one.
 
-:func:`next_token_table` and :func:`render_html` are pure (tested without a browser);
-:func:`sampling_explorer` only wires ipywidgets controls to them with
-:func:`course_lib.interact.live_html`.
+:func:`next_token_table`, :func:`render_html`, :func:`episode_rows` and :func:`render_episode`
+are pure (tested without a browser); :func:`sampling_explorer` and :func:`incontext_explorer`
+only wire ipywidgets controls to them with :func:`course_lib.interact.live_html`.
 """
 
 from __future__ import annotations
@@ -17,7 +17,10 @@ from course_lib.gpt.model import GPT
 from course_lib.gpt.sampling import complete, next_token_probs
 from course_lib.interact import live_html
 
-__all__ = ["next_token_table", "render_html", "sampling_explorer"]
+__all__ = [
+    "episode_rows", "incontext_explorer", "next_token_table", "render_episode", "render_html",
+    "sampling_explorer",
+]  # fmt: skip
 
 
 def _show(token: str) -> str:
@@ -96,3 +99,58 @@ def sampling_explorer(model: GPT, tokenizer: Any, prompt: str = "ROMEO:\n") -> A
         lambda: render_html(model, tokenizer, box.value, temp.value, k.value, p.value, seed.value),
     )
     return w.VBox([box, temp, k, p, seed, out])
+
+
+@torch.no_grad()
+def episode_rows(
+    model: GPT, tokenizer: Any, shots: int, episode: int, rows: int = 5
+) -> tuple[str, str, list[tuple[str, float]]]:
+    """A held-out secret-code episode with ``shots`` examples (episode number ``episode``, drawn
+    from its own seed) and the model's ``rows`` most probable next characters.
+
+    Returns ``(prompt, answer, [(character, probability), ...])``; the prompt is what the model
+    reads after a blank line, as in section 8.9.
+    """
+    import random
+
+    from course_lib.gpt import incontext as icl
+
+    check_int(shots, "shots", low=0, high=16)
+    check_int(episode, "episode", low=0)
+    check_int(rows, "rows", low=1)
+    rnd = random.Random(1000 + episode)
+    prompt, answer = icl.episode(icl.make_code(rnd), shots, rnd)
+    ids = tokenizer.encode("\n\n" + prompt)[-model.config.context_length :]
+    probs = torch.softmax(model.eval()(torch.tensor([ids]))[0, -1].double(), -1)
+    top = torch.argsort(probs, descending=True)[:rows]
+    return prompt, answer, [(tokenizer.decode([int(i)]), float(probs[i])) for i in top]
+
+
+def render_episode(model: GPT, tokenizer: Any, shots: int, episode: int) -> str:
+    """The prompt, the answer, whether the prompt shows it, and the model's next characters."""
+    prompt, answer, rows = episode_rows(model, tokenizer, shots, episode)
+    query = prompt.rsplit("\n", 1)[-1]
+    shown = f"{query}{answer}\n" in prompt
+    table = "".join(
+        f"<tr><td><code>{html.escape(_show(c))}</code></td><td>{p:.3f}</td>"
+        f'<td><div style="background:#4c72b0;height:10px;width:{int(200 * p)}px"></div></td>'
+        f"<td>{'the answer' if c == answer else ''}</td></tr>"
+        for c, p in rows
+    )
+    note = "the prompt shows it" if shown else "the prompt does not show it"
+    return (
+        f"<pre style='white-space:pre-wrap'>{html.escape(prompt)}<b>?</b></pre>"
+        f"<p>answer: <code>{html.escape(answer)}</code> ({note})</p>"
+        f"<table><tr><th>next character</th><th colspan=2>model's probability</th><th></th></tr>"
+        f"{table}</table>"
+    )
+
+
+def incontext_explorer(model: GPT, tokenizer: Any, shots: int = 4) -> Any:
+    """Sliders for the number of shots and the episode over section 8.9's held-out episodes."""
+    import ipywidgets as w
+
+    k = w.IntSlider(value=shots, min=0, max=8, description="shots")
+    episode = w.IntSlider(value=0, min=0, max=20, description="episode")
+    out = live_html([k, episode], lambda: render_episode(model, tokenizer, k.value, episode.value))
+    return w.VBox([k, episode, out])

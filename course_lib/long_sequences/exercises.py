@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from course_lib.checker import Outcome, check_cases, diagnose, first_mistake, seeded
+from course_lib.checker import Outcome, call, check_cases, diagnose, first_mistake, seeded, to_array
 from course_lib.checks import as_array, check_int
 from course_lib.long_sequences.checks import check_qkv
 from course_lib.long_sequences.reference import sliding_window_attention as _reference_window
@@ -23,6 +23,8 @@ __all__ = ["attend_in_blocks", "online_softmax_update", "window_attention"]
 
 #: Seed of this chapter's checker inputs.
 SEED = 11
+#: How close a learner's values must be (float32 arithmetic passes, a wrong formula does not).
+RTOL, ATOL = 1e-5, 1e-7
 
 
 def _attend(q: np.ndarray, K: np.ndarray, V: np.ndarray, scale: float) -> np.ndarray:
@@ -80,10 +82,10 @@ def window_attention(fn: Callable, *, require: bool = False) -> Outcome:
     def compare(got: object, args: tuple) -> str | None:
         q, k, v, w = args
         want = _reference_window(q, k, v, w)  # the library's NumPy reference
-        problem = diagnose(got, want)
+        problem = diagnose(got, want, rtol=RTOL, atol=ATOL)
         if problem is None:
             return None
-        arr = np.asarray(got, dtype=np.float64) if not isinstance(got, str) else None
+        arr = to_array(got)
         if arr is not None and arr.shape == want.shape and not np.isfinite(arr).all():
             return (
                 "NaN or inf: exp overflowed; subtract each row's largest logit before exp "
@@ -129,7 +131,7 @@ def window_attention(fn: Callable, *, require: bool = False) -> Outcome:
                 "divide the logits by sqrt(d)",
             ),
         ]
-        return first_mistake(got, mistakes) or problem
+        return first_mistake(got, mistakes, rtol=RTOL, atol=ATOL) or problem
 
     outcome = check_cases(
         "sliding-window attention by blocks", fn, cases, compare=compare, require=False
@@ -137,8 +139,10 @@ def window_attention(fn: Callable, *, require: bool = False) -> Outcome:
     if outcome.passed:
         L, w = 2048, 4
         q, k, v = rng.standard_normal((3, L, 4))
-        peak = peak_numpy_memory(lambda: fn(q, k, v, w))
-        if peak > L * L * 8 / 4:
+        peak, error = call(peak_numpy_memory, lambda: fn(q, k, v, w))
+        if error:
+            outcome = Outcome(outcome.title, False, [f"on L = {L}, w = {w}: {error}"])
+        elif peak > L * L * 8 / 4:
             outcome = Outcome(
                 outcome.title,
                 False,
@@ -238,9 +242,16 @@ def online_softmax_update(fn: Callable, *, require: bool = False) -> Outcome:
         want = _update(*args)
         m, s, acc, logits, values = args
         for name, g, w in zip(("m", "s", "acc"), got, want, strict=True):
-            problem = diagnose(g, w)
+            problem = diagnose(g, w, rtol=RTOL, atol=ATOL)
             if problem is None:
                 continue
+            arr = to_array(g)
+            if arr is not None and not np.isfinite(arr).all() and np.isneginf(m).all():
+                return (
+                    f"{name}: NaN or inf on the first block, where m_old = -inf: the factor "
+                    "exp(m_old - m_new) is 0 there, while its inverse exp(m_new - m_old) is inf "
+                    "(the factor is exp(m_old - m_new), not its inverse)"
+                )
             m_new = np.maximum(m, logits.max(axis=-1))
             p = np.exp(logits - m_new[:, None])
             with np.errstate(over="ignore", invalid="ignore"):
@@ -257,7 +268,7 @@ def online_softmax_update(fn: Callable, *, require: bool = False) -> Outcome:
                         "the factor is exp(m_old - m_new), not its inverse",
                     ),
                 ]
-                hint = first_mistake(g, mistakes)
+                hint = first_mistake(g, mistakes, rtol=RTOL, atol=ATOL)
             return f"{name}: {hint or problem}"
         return None
 

@@ -8,11 +8,12 @@ from __future__ import annotations
 import os
 import platform
 import re
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from course_lib.checks import check_int, matmul_shapes
+from course_lib.checks import check_int, check_real, matmul_shapes
 from course_lib.measure import best_time, synchronize
 
 
@@ -66,7 +67,7 @@ class PeakEstimate:
 
     def explain(self, dtype: str = "float32") -> str:
         return (
-            f"{self.cores} cores x {self.ghz:.2f} GHz x {self.flops_per_cycle[dtype]} {dtype} "
+            f"{self.cores} core{'s' if self.cores != 1 else ''} x {self.ghz:.2f} GHz x {self.flops_per_cycle[dtype]} {dtype} "
             f"FLOPs/cycle ({self.simd}) = {self.gflops(dtype):.0f} GFLOP/s"
         )
 
@@ -248,3 +249,154 @@ def compare_with_nominal(best_gflops: float, peak: PeakEstimate, dtype: str = "f
             "(boost)"
         )
     return sentence
+
+
+# ------------------------------------------------------------------ the chapter's stored sweep
+#: The stored sweep of section 1.8, in ``data/`` (made by ``python -m course_lib.matmul.cost``).
+STORED_SWEEP = "matmul_gflops.json"
+#: Sizes and implementations of the stored sweep; slow Python-level views stop at their max_n.
+SWEEP_SIZES = (8, 16, 32, 64, 128, 256, 512, 1024, 2048)
+#: Environment variables that pin every BLAS and PyTorch to one thread.
+ONE_THREAD = {
+    "OMP_NUM_THREADS": "1",
+    "OPENBLAS_NUM_THREADS": "1",
+    "MKL_NUM_THREADS": "1",
+    "VECLIB_MAXIMUM_THREADS": "1",
+}
+
+
+def _seconds_per_call(fn: Callable[[], object], min_time: float, clock: str) -> float:
+    """Seconds per call of ``fn``, calling it until ``min_time`` seconds have passed."""
+    now = time.thread_time if clock == "cpu" else time.perf_counter
+    fn()  # untimed: caches and lazy initialisation
+    calls, start = 0, now()
+    while True:
+        fn()
+        calls += 1
+        elapsed = now() - start
+        if elapsed >= min_time:
+            return elapsed / calls
+
+
+def steady_sweep(
+    setups: dict[str, tuple[Setup, int]],
+    sizes: Sequence[int],
+    *,
+    rounds: int = 5,
+    min_time: float = 0.002,
+    clock: str = "wall",
+) -> list[dict[str, float | int | str]]:
+    """GFLOP/s of each implementation and size, measured in interleaved rounds.
+
+    Each round measures every (implementation, n) once, calling it until ``min_time`` seconds
+    have passed; a drift of the machine's load then touches all of them alike. A record keeps
+    the best time (``seconds``, ``gflops``) and ``spread``, the second-best time over the best:
+    :func:`course_lib.measure.steady` calls a record whose best time the other rounds do not
+    reproduce within 25% unsteady.
+
+    ``clock="wall"`` times with the wall clock (what a user waits for, on an idle machine the
+    right measure). ``clock="cpu"`` times the calling thread's CPU time (``time.thread_time``):
+    on a machine shared with other jobs, time spent waiting for a core is left out, so a long
+    product is not charged for the other jobs. It is right only when the product runs on the
+    calling thread alone: every BLAS and PyTorch on one thread (``ONE_THREAD``), on the CPU.
+    """
+    check_int(rounds, "rounds", low=2)
+    check_real(min_time, "min_time", low=0.0, low_open=True, high_open=True)
+    if clock not in ("wall", "cpu"):
+        raise ValueError(f"clock must be 'wall' or 'cpu', got {clock!r}")
+    calls = {
+        (name, n): setup(n) for name, (setup, max_n) in setups.items() for n in sizes if n <= max_n
+    }
+    times: dict[tuple[str, int], list[float]] = {key: [] for key in calls}
+    for _ in range(rounds):
+        for key, fn in calls.items():
+            times[key].append(_seconds_per_call(fn, min_time, clock))
+    records: list[dict[str, float | int | str]] = []
+    for (name, n), seconds in times.items():
+        first, second = sorted(seconds)[:2]
+        records.append(
+            {
+                "implementation": name,
+                "n": n,
+                "seconds": first,
+                "spread": second / first,
+                "gflops": matmul_flops(n, n, n) / first / 1e9,
+            }
+        )
+    return records
+
+
+def _cpu_model(cpuinfo: str) -> str:
+    for line in cpuinfo.splitlines():
+        key, _, value = line.partition(":")
+        if key.strip().lower() == "model name":
+            return value.strip()
+    return platform.processor() or platform.machine()
+
+
+def make_stored_sweep(rounds: int = 7) -> dict:
+    """Run the sweep of section 1.8 on one thread and return it with the machine it ran on."""
+    import numpy as np
+    import torch
+
+    for var, value in ONE_THREAD.items():
+        if os.environ.get(var) != value:
+            raise RuntimeError(
+                f"{var} is not 1: run python -m course_lib.matmul.cost, which sets the threads"
+            )
+    torch.set_num_threads(1)
+    path = Path("/proc/cpuinfo")
+    cpuinfo = path.read_text() if path.exists() else ""
+    peak = estimate_peak(cpuinfo, cores=1)
+    records = steady_sweep(matmul_setups(["cpu"]), SWEEP_SIZES, rounds=rounds, clock="cpu")
+    for r in records:  # three significant digits are all a timing supports
+        r["seconds"] = float(f"{r['seconds']:.3g}")
+        r["spread"] = round(float(r["spread"]), 2)
+        r["gflops"] = float(f"{r['gflops']:.3g}")
+    return {
+        "made_by": "python -m course_lib.matmul.cost",
+        "threads": 1,
+        "clock": "cpu time of the calling thread (time.thread_time)",
+        "rounds": rounds,
+        "min_time_s": 0.002,
+        "machine": {
+            "cpu": _cpu_model(cpuinfo),
+            "simd": peak.simd,
+            "ghz_reported": peak.ghz,
+            "nominal_gflops": {d: peak.gflops(d) for d in ("float32", "float64")},
+        },
+        "versions": {"numpy": np.__version__, "torch": torch.__version__},
+        "records": records,
+    }
+
+
+def load_stored_sweep() -> dict:
+    """The stored sweep of section 1.8 (``data/matmul_gflops.json``)."""
+    import json
+
+    from course_lib.paths import data_path
+
+    return json.loads(data_path(STORED_SWEEP).read_text(encoding="utf-8"))
+
+
+def main() -> None:
+    """Write ``data/matmul_gflops.json``; re-runs itself with every library on one thread."""
+    import json
+    import sys
+
+    if any(os.environ.get(k) != v for k, v in ONE_THREAD.items()):
+        os.execve(
+            sys.executable,
+            [sys.executable, "-m", "course_lib.matmul.cost"],
+            os.environ | ONE_THREAD,
+        )
+    from course_lib.paths import data_path
+
+    out = data_path(STORED_SWEEP, must_exist=False)
+    stored = make_stored_sweep()
+    out.write_text(json.dumps(stored, indent=1) + "\n", encoding="utf-8")
+    print(f"wrote {out}")
+
+
+if __name__ == "__main__":
+    main()

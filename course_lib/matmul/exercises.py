@@ -11,9 +11,17 @@ from collections.abc import Callable
 
 import numpy as np
 
-from course_lib.checker import Outcome, check_cases, diagnose, seeded
+from course_lib.checker import Outcome, check_cases, diagnose, seeded, to_array
 
-__all__ = ["batched_product", "layer_flops", "outer_product_sum"]
+__all__ = ["WHY_SHAPE", "layer_flops", "linear_weight", "outer_product_sum"]
+
+#: Why the shape prediction's answer is what it is, and what the common wrong answers mean.
+WHY_SHAPE = (
+    "the last two dimensions multiply as matrices, (5, 3) @ (3, 6) -> (5, 6); the leading, batch "
+    "dimensions broadcast aligned from the right, (4, 1) against (2,) -> (4, 2): (4, 2, 5, 6). "
+    "(4, 1, 5, 6) leaves the size-1 dimension unbroadcast; (4, 5, 6) or (2, 5, 6) drops a batch "
+    "dimension; expecting an error aligns the batch dimensions from the left."
+)
 
 
 #: Seed of this chapter's checker inputs.
@@ -46,29 +54,63 @@ def outer_product_sum(fn: Callable, *, require: bool = False) -> Outcome:
     )
 
 
-def batched_product(fn: Callable, *, require: bool = False) -> Outcome:
-    """Exercise 1.2: ``fn(A, B)`` multiplies a stack A (b, n, m) by a stack B (b, m, k)."""
-    rng = seeded(SEED)
-    shapes = [
-        ((2, 3, 4), (2, 4, 5)),
-        ((1, 2, 2), (1, 2, 2)),
-        ((4, 1, 3), (4, 3, 1)),
-        ((3, 5, 2), (3, 2, 5)),
-    ]
-    cases = []
-    for sa, sb in shapes:
-        A, B = rng.standard_normal(sa), rng.standard_normal(sb)
-        cases.append((f"A of shape {sa} and B of shape {sb}", (A, B), A @ B))
+def linear_weight(fn: Callable, *, require: bool = False) -> Outcome:
+    """Exercise 1.2 (find the bug): ``fn(W)`` turns a notes-convention weight into nn.Linear's.
 
-    def compare(got: object, expected: np.ndarray) -> str | None:
-        problem = diagnose(got, expected)
-        if problem and np.asarray(expected).ndim == 3:
-            arr = np.asarray(got, dtype=float) if got is not None else None
-            if arr is not None and arr.ndim == 4:
-                return problem + " (an einsum index that should be shared across A and B is not?)"
+    ``W`` has shape ``(d_in, d_out)`` and the layer computes ``x @ W``; ``torch.nn.Linear``
+    stores ``weight`` as ``(d_out, d_in)`` and computes ``x @ weight.T``, so the answer is
+    ``W.T``. The checker passes NumPy arrays and reads back anything array-like.
+
+    >>> linear_weight(lambda W: W.T).passed
+    True
+    >>> print(linear_weight(lambda W: W.reshape(W.shape[1], W.shape[0])).details[0])  # doctest: +ELLIPSIS
+    on W of shape (3, 4) (d_in = 3, d_out = 4): ... reshape keeps the numbers in memory order ...
+    """
+    rng = seeded(SEED)
+    symmetric = rng.standard_normal((3, 3))
+    cases = [
+        ("W of shape (3, 4) (d_in = 3, d_out = 4)", rng.standard_normal((3, 4))),
+        ("a square W that is not symmetric", rng.standard_normal((3, 3))),
+        ("W of shape (4, 2)", rng.standard_normal((4, 2))),
+        ("a single output, W of shape (5, 1)", rng.standard_normal((5, 1))),
+        ("a single input, W of shape (1, 3)", rng.standard_normal((1, 3))),
+        ("a symmetric W (the colleague's test)", symmetric + symmetric.T),
+    ]
+
+    def compare(got: object, W: np.ndarray) -> str | None:
+        want = W.T
+        problem = diagnose(got, want)
+        if problem is None:
+            return None
+        arr = to_array(got)
+        if arr is None or arr.size != W.size:
+            return problem
+        d_in, d_out = W.shape
+        if arr.shape == W.shape and d_in != d_out:
+            return (
+                f"you return W's own shape {W.shape}; nn.Linear stores weight as (out_features, "
+                f"in_features) = ({d_out}, {d_in}) and computes x @ weight.T"
+            )
+        if arr.shape == want.shape and np.allclose(arr, W.reshape(d_out, d_in)):
+            if d_in == d_out and np.allclose(arr, W):
+                return (
+                    "you return W unchanged: nn.Linear computes x @ weight.T, so this layer "
+                    "applies W^T, not W (a symmetric W hides the difference)"
+                )
+            return (
+                f"{problem}: right shape, wrong entries; reshape keeps the numbers in memory "
+                "order and cuts them into new rows, a transpose (W.T) swaps the two axes"
+            )
         return problem
 
-    return check_cases("a batched product with einsum", fn, cases, compare=compare, require=require)
+    return check_cases(
+        "a notes-convention weight for nn.Linear",
+        fn,
+        [(d, (W.copy(),), W) for d, W in cases],
+        compare=compare,
+        require=require,
+        success="x @ weight.T equals x @ W for every shape, square and not",
+    )
 
 
 def layer_flops(fn: Callable, *, require: bool = False) -> Outcome:

@@ -15,13 +15,21 @@ from collections.abc import Callable
 
 import numpy as np
 
-from course_lib.checker import Outcome, check_cases, diagnose, first_mistake, seeded, to_array
+from course_lib.checker import (
+    Outcome,
+    check_cases,
+    check_prediction,
+    diagnose,
+    first_mistake,
+    seeded,
+    to_array,
+)
 from course_lib.positions.as_printed import algorithm1_steps, sinusoidal_as_printed
 from course_lib.positions.reference import rotary_embedding as _rotary
 from course_lib.positions.reference import sinusoidal_encoding as _sinusoidal
 from course_lib.positions.reference import skew as _skew
 
-__all__ = ["rotary", "sinusoidal_table", "skew_step"]
+__all__ = ["rotary", "rotary_half", "scheme_prediction", "sinusoidal_table", "skew_step"]
 
 
 #: Seed of this chapter's checker inputs.
@@ -187,3 +195,110 @@ def skew_step(fn: Callable, *, require: bool = False) -> Outcome:
         return problem + _first_match(arr, candidates)
 
     return check_cases("the skewing step", fn, cases, compare=compare, require=require)
+
+
+def rotary_half(fn: Callable, *, require: bool = False) -> Outcome:
+    """Exercise: ``fn(x, positions)`` is rotary embedding in the split-half layout of GPT-NeoX
+    and LLaMA: column i is paired with column i + d/2 and the pair is rotated counter-clockwise
+    by ``positions[m] * 10000^(-2i/d)``, for x of shape (L, d) and positions of shape (L,).
+
+    >>> rotary_half(lambda x, p: _rotary(x, p, layout="concatenated")).passed
+    True
+    >>> print(rotary_half(lambda x, p: _rotary(x, p)).details[0])  # doctest: +ELLIPSIS
+    on a random (5, 8) x at positions 0..4: wrong values: ... (you paired column 2i with 2i+1 ...
+    """
+    rng = seeded(SEED + 1)
+    raw = [
+        ("a (2, 2) x at positions 0 and 1", np.array([[1.0, 0.0], [1.0, 0.0]]), np.array([0, 1])),
+        ("a random (5, 8) x at positions 0..4", rng.standard_normal((5, 8)), np.arange(5)),
+        (
+            "a random (4, 6) x at positions 7, 3, 100, 0",
+            rng.standard_normal((4, 6)),
+            np.array([7, 3, 100, 0]),
+        ),
+        ("one row at position 12, d = 4", rng.standard_normal((1, 4)), np.array([12])),
+    ]
+    cases = [(d, (x, p), (x, p)) for d, x, p in raw]
+
+    def compare(got: object, args: tuple[np.ndarray, np.ndarray]) -> str | None:
+        x, p = args
+        expected = _rotary(x, p, layout="concatenated")
+        problem = diagnose(got, expected)
+        if problem is None:
+            return None
+        L, d = x.shape
+        half = d // 2
+        per_column = 10000.0 ** (-np.arange(d) / d)  # a frequency per column: wrong
+        angle = p[:, None] * per_column  # (L, d)
+        rotated = np.concatenate([-x[:, half:], x[:, :half]], axis=1)  # rotate_half(x)
+        wrong_freqs = x * np.cos(angle) + rotated * np.sin(angle)
+        candidates = [
+            (
+                _rotary(x, p),
+                "you paired column 2i with 2i+1 (RoFormer's layout); this exercise pairs column "
+                "i with column i + d/2, the first half with the second",
+            ),
+            (
+                _rotary(x, -p, layout="concatenated"),
+                "you rotate clockwise: the first of a pair becomes x_i cos - x_(i+d/2) sin",
+            ),
+            (
+                wrong_freqs,
+                "columns i and i + d/2 must share the frequency of pair i: repeat the d/2 "
+                "frequencies twice, do not give every column its own",
+            ),
+            (x, "the rows are unchanged: did you forget to use the positions?"),
+            (
+                _rotary(x, np.arange(L), layout="concatenated"),
+                "you used the row index 0..L-1, not the given positions",
+            ),
+        ]
+        return problem + _first_match(to_array(got), candidates)
+
+    return check_cases(
+        "rotary embeddings, split-half layout", fn, cases, compare=compare, require=require
+    )
+
+
+SCHEMES = ("none", "sinusoidal", "learned", "alibi", "rotary")
+
+
+#: Why ALiBi extrapolates on the 'recent' task: what section 6.9's prediction explains.
+RECENT_EXPLANATION = (
+    "ALiBi's bias depends only on the distance back, the same at every length, and far keys are "
+    "penalised, so a model that learned to prefer the nearest marker keeps doing so; learned, "
+    "sinusoidal and rotary positions are defined beyond 32 but were never trained there, and "
+    "rotary meets offsets it never saw"
+)
+
+
+def scheme_prediction(
+    prediction: object, actual: str, *, explanation: str = RECENT_EXPLANATION
+) -> Outcome:
+    """A predict-then-check of a position scheme's name: any case and spacing counts ("ALiBi",
+    "alibi", " Rotary "), a name outside the five schemes gets a message that lists them.
+
+    >>> scheme_prediction("ALiBi", "alibi").passed
+    True
+    >>> print(scheme_prediction("relative", "alibi").details[0])
+    'relative' is not one of the schemes: none, sinusoidal, learned, alibi, rotary
+    """
+    what = "the best scheme at length 128"
+    if prediction is None or prediction is ...:
+        return check_prediction(None, actual, what=what)
+    if not isinstance(prediction, str):
+        return Outcome(
+            f"your prediction of {what}",
+            False,
+            [
+                f'write the scheme\'s name as a string, e.g. "learned"; got {type(prediction).__name__}'
+            ],
+        )
+    name = prediction.strip().lower()
+    if name not in SCHEMES:
+        return Outcome(
+            f"your prediction of {what}",
+            False,
+            [f"{prediction!r} is not one of the schemes: {', '.join(SCHEMES)}"],
+        )
+    return check_prediction(name, actual, what=what, explanation=explanation)

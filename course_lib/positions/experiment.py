@@ -17,10 +17,12 @@ Two synthetic tasks (:func:`make_batch`) ask for two kinds of positional skill: 
 the token three places back: an exact relative lookup) and ``"recent"`` (output the most recent
 *marker* token: content plus a preference for the nearest).
 
-:func:`train_all` trains one model per (task, scheme) at length ``train_len`` with a fixed seed on
-one CPU thread (bit-for-bit reproducible on a given machine and PyTorch build) and
-:func:`evaluate` measures the accuracy at every position of longer sequences. The course ships
-the trained weights and the evaluation in ``data/positions_extrapolation.pt`` and
+:func:`train_all` is the study: for each (task, scheme) it chooses the learning rate on
+held-out sequences of the training length (:func:`choose_lr`, a grid whose best value is never
+at an edge), then trains one model per seed at that rate, at length ``train_len`` on one CPU
+thread (bit-for-bit reproducible on a given machine and PyTorch build); :func:`evaluate`
+measures the accuracy at every position of longer sequences. The course ships the first seed's
+weights and every seed's evaluation in ``data/positions_extrapolation.pt`` and
 ``data/positions_extrapolation.json``; regenerate them with::
 
     python -m course_lib.positions.experiment
@@ -57,6 +59,7 @@ from course_lib.positions.accelerated import (
 from course_lib.positions.indices import alibi_slopes
 
 __all__ = [
+    "LR_TIE",
     "SCHEMES",
     "TASKS",
     "ExperimentConfig",
@@ -67,10 +70,13 @@ __all__ = [
     "eval_batch",
     "load_experiment",
     "make_batch",
+    "choose_lr",
     "save_experiment",
+    "seed_spread",
     "summarise",
     "train_all",
     "train_one",
+    "validation_loss",
 ]
 
 SCHEMES = ("none", "sinusoidal", "learned", "alibi", "rotary")
@@ -102,6 +108,12 @@ class ExperimentConfig:
     eval_batch: int = 256
     eval_seed: int = 1234
     schemes: tuple[str, ...] = field(default=SCHEMES)
+    #: the study (:func:`train_all`): a learning rate chosen per (task, scheme) from this grid
+    #: on held-out sequences, then one run per seed at that rate
+    lr_grid: tuple[float, ...] = (1e-3, 3e-3, 1e-2)
+    seeds: tuple[int, ...] = (0, 1, 2)
+    val_batch: int = 256
+    val_seed: int = 99
 
     @property
     def max_len(self) -> int:
@@ -278,22 +290,31 @@ def _round_weights(model: nn.Module) -> None:
 
 
 def train_one(
-    task: str, scheme: str, cfg: ExperimentConfig = ExperimentConfig()
+    task: str,
+    scheme: str,
+    cfg: ExperimentConfig = ExperimentConfig(),
+    *,
+    lr: float | None = None,
+    seed: int | None = None,
 ) -> tuple[TinyPositionLM, list[float]]:
     """Train one model on ``task`` at length ``cfg.train_len``, on the CPU with one thread.
 
-    Returns the model (eval mode, weights rounded to float16 precision, as shipped) and the
-    training losses. One thread gives the same bits on every run on a given machine.
+    ``lr`` and ``seed`` default to ``cfg.lr`` and ``cfg.seed``; the seed fixes both the initial
+    weights and the training batches. Returns the model (eval mode, weights rounded to float16
+    precision, as shipped) and the training losses. One thread gives the same bits on every run
+    on a given machine.
     """
     task = check_choice(task, "task", TASKS)
+    lr = cfg.lr if lr is None else float(lr)
+    seed = cfg.seed if seed is None else check_int(seed, "seed", low=0)
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        torch.manual_seed(cfg.seed)
+        torch.manual_seed(seed)
         model = build_model(scheme, cfg)
         # Adam without weight decay: table rows that never get a gradient stay as initialised
-        opt = torch.optim.Adam(model.parameters(), lr=cfg.lr)
-        g = torch.Generator().manual_seed(cfg.seed)
+        opt = torch.optim.Adam(model.parameters(), lr=lr)
+        g = torch.Generator().manual_seed(seed)
         losses = []
         for _ in range(cfg.steps):
             x, y = make_batch(task, cfg.batch, cfg.train_len, cfg, g)  # (B, L) each
@@ -339,26 +360,92 @@ def summarise(
     return {n: float(per_position[:n].nanmean()) for n in cfg.eval_lens}
 
 
+@torch.no_grad()
+def validation_loss(
+    model: TinyPositionLM, task: str, cfg: ExperimentConfig = ExperimentConfig()
+) -> float:
+    """Cross-entropy on held-out sequences of the training length (seed ``cfg.val_seed``, used
+    neither for training nor for the evaluation): what the learning rate is chosen on."""
+    g = torch.Generator().manual_seed(cfg.val_seed)
+    x, y = make_batch(task, cfg.val_batch, cfg.train_len, cfg, g)
+    logits = model(x)
+    return float(F.cross_entropy(logits.flatten(0, 1), y.flatten(), ignore_index=-100))
+
+
+#: Held-out losses within this many nats of the best count as tied (the task is solved at both
+#: rates); among tied rates :func:`choose_lr` takes the smallest.
+LR_TIE = 1e-3
+
+
+def choose_lr(
+    task: str, scheme: str, cfg: ExperimentConfig = ExperimentConfig(), verbose: bool = False
+) -> tuple[float, dict[float, float], tuple[TinyPositionLM, list[float]]]:
+    """The learning rate of ``cfg.lr_grid`` with the lowest held-out loss, for the first seed.
+
+    Rates within :data:`LR_TIE` of the lowest loss are tied, and the smallest of them is chosen
+    (a solved task does not reward a larger step). If the chosen rate sits at an end of the
+    grid, the grid grows by one more factor of ``grid[1] / grid[0]`` on that side (at most
+    twice), so that a worse rate lies on both sides of the choice wherever one exists. Returns
+    ``(lr, {lr: held-out loss}, (model, losses) of the chosen run)``.
+    """
+    grid = sorted(cfg.lr_grid)
+    factor = grid[1] / grid[0]
+    tried: dict[float, float] = {}
+    runs: dict[float, tuple[TinyPositionLM, list[float]]] = {}
+    for _ in range(3):
+        for lr in grid:
+            if lr not in tried:
+                runs[lr] = train_one(task, scheme, cfg, lr=lr, seed=cfg.seeds[0])
+                tried[lr] = validation_loss(runs[lr][0], task, cfg)
+                if verbose:
+                    print(f"  {task}/{scheme} lr {lr:.0e}: held-out loss {tried[lr]:.4f}")
+        lowest = min(tried.values())
+        best = min(lr for lr, loss in tried.items() if loss <= lowest + LR_TIE)
+        lrs = sorted(tried)
+        if best == lrs[0]:
+            grid = [round(lrs[0] / factor, 12)]
+        elif best == lrs[-1]:
+            grid = [round(lrs[-1] * factor, 12)]
+        else:
+            break
+    return best, dict(sorted(tried.items())), runs[best]
+
+
 def train_all(cfg: ExperimentConfig = ExperimentConfig(), verbose: bool = False) -> dict[str, Any]:
-    """Train every (task, scheme) of ``cfg``; return weights, final losses and evaluations."""
+    """The study: for every (task, scheme) of ``cfg``, choose the learning rate on held-out
+    sequences (:func:`choose_lr`), then train one model per seed at that rate and evaluate it.
+
+    Returns ``{"config", "runs": {"task/scheme": {"lr", "lr_search", "by_seed": {seed: {...}}}}}``
+    with each seed's weights, final training loss and evaluation.
+    """
     out: dict[str, Any] = {"config": asdict(cfg), "runs": {}}
     for task in cfg.tasks:
         for scheme in cfg.schemes:
             start = time.perf_counter()
-            model, losses = train_one(task, scheme, cfg)
-            acc = evaluate(model, task, cfg)
-            run = {
-                "state_dict": {k: v.detach().clone() for k, v in model.state_dict().items()},
-                "final_loss": sum(losses[-50:]) / len(losses[-50:]),
-                "per_position": acc,
-                "summary": summarise(acc, cfg),
-            }
-            out["runs"][f"{task}/{scheme}"] = run
+            lr, search, first = choose_lr(task, scheme, cfg, verbose)
+            by_seed = {}
+            for seed in cfg.seeds:
+                model, losses = (
+                    first
+                    if seed == cfg.seeds[0]
+                    else train_one(task, scheme, cfg, lr=lr, seed=seed)
+                )
+                acc = evaluate(model, task, cfg)
+                by_seed[seed] = {
+                    "state_dict": {k: v.detach().clone() for k, v in model.state_dict().items()},
+                    "final_loss": sum(losses[-50:]) / len(losses[-50:]),
+                    "per_position": acc,
+                    "summary": summarise(acc, cfg),
+                }
+            out["runs"][f"{task}/{scheme}"] = {"lr": lr, "lr_search": search, "by_seed": by_seed}
             if verbose:
                 print(
-                    f"{task:<7} {scheme:<11} loss {run['final_loss']:.3f}  "
-                    + "  ".join(f"acc@{n} {a:.3f}" for n, a in run["summary"].items())
-                    + f"  ({time.perf_counter() - start:.1f} s)"
+                    f"{task:<7} {scheme:<11} lr {lr:.0e}  "
+                    + "  ".join(
+                        f"acc@{n} " + "/".join(f"{r['summary'][n]:.3f}" for r in by_seed.values())
+                        for n in cfg.eval_lens
+                    )
+                    + f"  ({time.perf_counter() - start:.0f} s)"
                 )
     return out
 
@@ -366,26 +453,38 @@ def train_all(cfg: ExperimentConfig = ExperimentConfig(), verbose: bool = False)
 def save_experiment(
     result: dict[str, Any], weights: Path | None = None, results: Path | None = None
 ) -> None:
-    """Write the weights (float16) and the evaluation (JSON, rounded to 4 decimals)."""
+    """Write the first seed's weights (float16) and every seed's evaluation (JSON, 4 decimals)."""
     weights = data_path(WEIGHTS_FILE, must_exist=False) if weights is None else Path(weights)
     results = data_path(RESULTS_FILE, must_exist=False) if results is None else Path(results)
+    first = result["config"]["seeds"][0]
     torch.save(
         {
             "config": result["config"],
             "state_dicts": {
-                key: {k: v.half() for k, v in r["state_dict"].items()}
+                key: {k: v.half() for k, v in r["by_seed"][first]["state_dict"].items()}
                 for key, r in result["runs"].items()
             },
         },
         weights,
     )
+
+    def rounded(acc: torch.Tensor) -> list[float | None]:
+        return [None if a != a else round(float(a), 4) for a in acc]
+
     table = {
         "config": result["config"],
         "runs": {
             key: {
-                "final_loss": round(r["final_loss"], 4),
-                "summary": {str(n): round(a, 4) for n, a in r["summary"].items()},
-                "per_position": [None if a != a else round(float(a), 4) for a in r["per_position"]],
+                "lr": r["lr"],
+                "lr_search": {f"{lr:g}": round(loss, 4) for lr, loss in r["lr_search"].items()},
+                "by_seed": {
+                    str(seed): {
+                        "final_loss": round(run["final_loss"], 4),
+                        "summary": {str(n): round(a, 4) for n, a in run["summary"].items()},
+                        "per_position": rounded(run["per_position"]),
+                    }
+                    for seed, run in r["by_seed"].items()
+                },
             }
             for key, r in result["runs"].items()
         },
@@ -393,15 +492,34 @@ def save_experiment(
     results.write_text(json.dumps(table, indent=1) + "\n")
 
 
+def seed_spread(results: dict[str, Any]) -> dict[str, dict[int, tuple[float, float, float]]]:
+    """Per ``"task/scheme"`` and evaluation length: (mean, min, max) accuracy over the seeds.
+
+    >>> runs = {"lag/none": {"by_seed": {"0": {"summary": {"32": 0.2}},
+    ...                                  "1": {"summary": {"32": 0.4}}}}}
+    >>> seed_spread({"runs": runs})
+    {'lag/none': {32: (0.3, 0.2, 0.4)}}
+    """
+    out: dict[str, dict[int, tuple[float, float, float]]] = {}
+    for key, run in results["runs"].items():
+        seeds = list(run["by_seed"].values())
+        out[key] = {}
+        for n in seeds[0]["summary"]:
+            values = [s["summary"][n] for s in seeds]
+            out[key][int(n)] = (round(sum(values) / len(values), 4), min(values), max(values))
+    return out
+
+
 def load_experiment(
     weights: Path | None = None, results: Path | None = None
 ) -> tuple[ExperimentConfig, dict[str, TinyPositionLM], dict[str, Any]]:
-    """Load the shipped models (keys ``"task/scheme"``, eval mode) and the recorded evaluation."""
+    """Load the shipped models (the first seed's, keys ``"task/scheme"``, eval mode) and the
+    recorded evaluation of every seed."""
     weights = data_path(WEIGHTS_FILE) if weights is None else Path(weights)
     results = data_path(RESULTS_FILE) if results is None else Path(results)
     blob = torch.load(weights, weights_only=True)
     raw = dict(blob["config"])
-    for key in ("tasks", "eval_lens", "schemes"):
+    for key in ("tasks", "eval_lens", "schemes", "lr_grid", "seeds"):
         raw[key] = tuple(raw[key])
     cfg = ExperimentConfig(**raw)
     models = {}

@@ -18,10 +18,16 @@ from typing import Any
 
 import numpy as np
 
-from course_lib.checker import Outcome, call, check_cases, diagnose, seeded, to_array
+from course_lib.checker import Outcome, check_cases, diagnose, seeded, to_array
 from course_lib.softmax import reference as ref
 
-__all__ = ["logsumexp", "online_update", "softmax_jacobian", "stable_softmax"]
+__all__ = [
+    "WHY_TIES",
+    "smoothed_ce_gradient",
+    "softmax_jacobian",
+    "stable_softmax",
+    "top_p",
+]
 
 
 #: Seed of this chapter's checker inputs.
@@ -87,113 +93,6 @@ def stable_softmax(fn: Callable, *, require: bool = False) -> Outcome:
         )
 
 
-def logsumexp(fn: Callable, *, require: bool = False) -> Outcome:
-    """Exercise 2.2: ``fn(x)`` is ``log(sum(exp(x)))`` over the last axis (the axis removed)."""
-    rng = seeded(SEED)
-    inputs = [
-        ("[0, 0, 0, 0] (the answer is log 4)", np.zeros(4)),
-        ("a (3, 5) matrix of normal logits", rng.standard_normal((3, 5))),
-        ("[1000, 1000]", np.array([1000.0, 1000.0])),
-        ("[-1000, -1000]", np.array([-1000.0, -1000.0])),
-        ("a masked entry (-inf)", np.array([1.0, -np.inf, 2.0])),
-        ("rows of very different sizes", np.array([[0.0, 1.0], [800.0, 801.0]])),
-    ]
-
-    def compare(got: Any, x: np.ndarray) -> str | None:
-        expected = ref.logsumexp(x)
-        arr = to_array(got)
-        if arr is not None and arr.shape == (*expected.shape, 1):
-            return (
-                f"the result has shape {arr.shape} but should have shape {expected.shape}: drop "
-                "the summed axis (keepdims=False), or squeeze it at the end"
-            )
-        problem = diagnose(got, expected)
-        if problem is None:
-            return None
-        if arr is not None and arr.shape == expected.shape:
-            m = x.max(axis=-1)
-            if np.allclose(arr, expected - m):
-                return problem + ": you forgot to add the maximum back (m + log sum exp(x - m))"
-            if np.allclose(arr, expected + m):
-                return problem + ": you added the maximum twice"
-        if _not_finite(got):
-            return problem + (
-                ": the naive log(sum(exp(x))) overflows (or underflows to log 0); shift by the "
-                "maximum first"
-            )
-        return problem
-
-    with np.errstate(all="ignore"):
-        return check_cases(
-            "log-sum-exp",
-            fn,
-            [(d, (x.copy(),), x) for d, x in inputs],
-            compare=compare,
-            require=require,
-        )
-
-
-def _run_online(fn: Callable, x: np.ndarray, chunk: int) -> tuple[Any, str | None]:
-    """Feed x to fn chunk by chunk from the empty state; return the final (m, l) or an error."""
-    m, l = -np.inf, 0.0
-    for start in range(0, len(x), chunk):
-        got, error = call(fn, m, l, x[start : start + chunk].copy())
-        if error:
-            return None, error
-        if not isinstance(got, tuple | list) or len(got) != 2:
-            return None, f"return the pair (m_new, l_new), got {type(got).__name__} {got!r}"
-        m, l = (float(np.asarray(v)) for v in got)
-    return (m, l), None
-
-
-def online_update(fn: Callable, *, require: bool = False) -> Outcome:
-    """Exercise 2.3: ``fn(m, l, chunk)`` returns the state ``(m_new, l_new)`` after one chunk."""
-    rng = seeded(SEED)
-    inputs = [
-        ("[1, 3, 2, 3] in chunks of 2 (the maximum grows)", np.array([1.0, 3.0, 2.0, 3.0]), 2),
-        ("[5, 1, 2, 0] in chunks of 2 (the maximum stays)", np.array([5.0, 1.0, 2.0, 0.0]), 2),
-        ("100 normal values in chunks of 7", rng.standard_normal(100), 7),
-        ("one chunk of 10", rng.standard_normal(10), 10),
-        ("chunks of 1", rng.standard_normal(9), 1),
-        ("values growing to 1000 in chunks of 3", np.linspace(0, 1000, 12), 3),
-    ]
-    outcome = Outcome("the online update rule", True)
-    for description, x, chunk in inputs:
-        with np.errstate(all="ignore"):
-            got, error = _run_online(fn, x, chunk)
-        m_true = x.max()
-        l_true = np.exp(x - m_true).sum()
-        problem = error
-        if problem is None:
-            m, l = got
-            if not np.isclose(m, m_true, rtol=1e-12):
-                problem = f"the final maximum is {m:.6g}, it should be {m_true:.6g}"
-            elif not np.isclose(l, l_true, rtol=1e-9):
-                problem = f"the final normaliser l is {l:.6g}, it should be {l_true:.6g}"
-                with np.errstate(all="ignore"):
-                    wrong, _ = _run_online(_without_rescale, x, chunk)
-                if np.isclose(l, wrong[1], rtol=1e-9):
-                    problem += (
-                        ": the old sum l must be rescaled by exp(m - m_new) when the maximum grows"
-                    )
-                elif not np.isfinite(l):
-                    problem += ": shift each chunk by the new maximum before exp"
-        if problem:
-            outcome = Outcome(outcome.title, False, [f"on {description}: {problem}"])
-            break
-    else:
-        outcome.details.append(f"passed all {len(inputs)} test cases")
-    if require and not outcome.passed:
-        raise AssertionError(str(outcome))
-    return outcome
-
-
-def _without_rescale(m: float, l: float, chunk: np.ndarray) -> tuple[float, float]:
-    """The typical mistake: the old sum is kept as it is when the maximum grows."""
-    m_new = max(m, float(chunk.max()))
-    return m_new, l + float(np.exp(chunk - m_new).sum())
-
-
 def softmax_jacobian(fn: Callable, *, require: bool = False) -> Outcome:
     """Exercise 2.4: ``fn(x)`` returns the (K, K) Jacobian of softmax at a 1-D x."""
     rng = seeded(SEED)
@@ -224,6 +123,198 @@ def softmax_jacobian(fn: Callable, *, require: bool = False) -> Outcome:
         "the softmax Jacobian",
         fn,
         [(d, (x.copy(),), x) for d, x in inputs],
+        compare=compare,
+        require=require,
+    )
+
+
+#: Why the prediction of the chapter's predict exercise is what it is, and the common wrong values.
+WHY_TIES = (
+    "as T goes to 0 the mass moves to the largest logits and is shared equally among ties (the "
+    "softmax sees only differences, and theirs are 0): 1/3 each for three maxima, an entropy "
+    "of log2(3) = 1.585 bits. 0 bits would be one winner (greedy decoding with a unique "
+    "maximum); 1 bit is two tied maxima (section 2.4's example); log2(5) = 2.32 bits is the "
+    "opposite limit, T to infinity (uniform)."
+)
+
+
+def _smoothed_target(K: int, t: int, eps: float) -> np.ndarray:
+    q = np.full(K, eps / K)
+    q[t] += 1 - eps
+    return q
+
+
+def smoothed_ce_gradient(fn: Callable, *, require: bool = False) -> Outcome:
+    """Derive exercise: ``fn(z, t, eps)`` is the gradient of cross-entropy with label smoothing.
+
+    The target is ``q = (1 - eps) onehot(t) + eps / K`` (PyTorch's ``label_smoothing``), the loss
+    ``-sum_i q_i log softmax(z)_i`` and its gradient ``softmax(z) - q``.
+
+    >>> def good(z, t, eps):
+    ...     q = np.full(len(z), eps / len(z)); q[t] += 1 - eps
+    ...     return ref.softmax(z) - q
+    >>> smoothed_ce_gradient(good).passed
+    True
+    """
+    rng = seeded(SEED)
+    cases = [
+        ("z = [2, 1, 0], t = 0, eps = 0 (no smoothing)", np.array([2.0, 1.0, 0.0]), 0, 0.0),
+        ("z = [2, 1, 0], t = 0, eps = 0.1", np.array([2.0, 1.0, 0.0]), 0, 0.1),
+        ("two classes, t = 1, eps = 0.2", np.array([0.5, -0.5]), 1, 0.2),
+        ("8 normal logits, t = 5, eps = 0.1", rng.standard_normal(8), 5, 0.1),
+        ("logits near 1000, t = 2, eps = 0.1", np.array([1000.0, 999.0, 1001.0]), 2, 0.1),
+        ("logits near -1000, t = 0, eps = 0.3", np.array([-1000.0, -1002.0, -1001.0]), 0, 0.3),
+    ]
+
+    def compare(got: Any, args: tuple) -> str | None:
+        z, t, eps = args
+        s = ref.softmax(z)
+        q = _smoothed_target(len(z), t, eps)
+        want = s - q
+        problem = diagnose(got, want)
+        if problem is None:
+            return None
+        arr = to_array(got)
+        if arr is None or arr.shape != want.shape:
+            return problem
+        other = np.full(len(z), eps / max(len(z) - 1, 1))
+        other[t] = 1 - eps
+        onehot = np.eye(len(z))[t]
+        if not np.all(np.isfinite(arr)):
+            return problem + (
+                ": exp overflowed or underflowed; compute softmax(z) the stable way, eq. (2.3)"
+            )
+        mistakes = [
+            (s - onehot, "you left out the smoothing: the target is q, not the one-hot vector"),
+            (q - s, "the sign is flipped: the gradient of the loss is softmax(z) - q"),
+            (onehot - s, "the sign is flipped, and the target should be q, not the one-hot"),
+            (
+                s - other,
+                "you spread eps over the K - 1 wrong classes; the exercise's q (PyTorch's) spreads "
+                "eps / K over all K classes, the right one included",
+            ),
+            (z - q, "you used the logits z where the softmax of z belongs: softmax(z) - q"),
+            (
+                -q * (1 - s),
+                "that is -q_i (1 - s_i), the diagonal of the chain rule only: the "
+                "log-sum-exp term couples every class, giving softmax(z) - q",
+            ),
+        ]
+        for wrong, hint in mistakes:
+            if np.allclose(arr, wrong, rtol=1e-6, atol=1e-9):
+                return f"{problem}: {hint}"
+        return problem
+
+    with np.errstate(all="ignore"):
+        return check_cases(
+            "the gradient of cross-entropy with label smoothing",
+            fn,
+            [(d, (z.copy(), t, eps), (z, t, eps)) for d, z, t, eps in cases],
+            compare=compare,
+            require=require,
+        )
+
+
+def _top_p_mask(probs: np.ndarray, p: float) -> np.ndarray:
+    """Eq. (2.8) with the chapter's tie rule, on probabilities (the library's rule)."""
+    ranked = np.sort(probs)[::-1]
+    n = min(int(np.sum(np.cumsum(ranked) < p)) + 1, len(ranked))
+    return probs >= ranked[n - 1]
+
+
+def top_p(fn: Callable, *, require: bool = False) -> Outcome:
+    """Exercise: ``fn(probs, p)`` returns a boolean mask of the tokens top-p sampling keeps.
+
+    Probabilities are exact binary fractions, so every running total is exact; ties with the
+    last kept token are kept (the course's rule, ``course_lib.softmax.reference.top_p_filter``).
+
+    >>> top_p(_top_p_mask).passed
+    True
+    """
+    cases = [
+        ("[0.5, 0.25, 0.125, 0.125] with p = 0.7", [0.5, 0.25, 0.125, 0.125], 0.7),
+        (
+            "a total that reaches p exactly: [0.5, 0.25, 0.125, 0.125], p = 0.75",
+            [0.5, 0.25, 0.125, 0.125],
+            0.75,
+        ),
+        (
+            "unsorted probabilities [0.125, 0.5, 0.125, 0.25], p = 0.6",
+            [0.125, 0.5, 0.125, 0.25],
+            0.6,
+        ),
+        (
+            "ties at the cut: [0.375, 0.125, 0.125, 0.125, 0.25], p = 0.7",
+            [0.375, 0.125, 0.125, 0.125, 0.25],
+            0.7,
+        ),
+        ("a confident token: [0.875, 0.0625, 0.0625], p = 0.5", [0.875, 0.0625, 0.0625], 0.5),
+        ("p close to 1: [0.25, 0.25, 0.5], p = 0.99", [0.25, 0.25, 0.5], 0.99),
+        ("a single token: [1.0], p = 0.3", [1.0], 0.3),
+    ]
+
+    def variants(probs: np.ndarray, p: float) -> list[tuple[np.ndarray, str]]:
+        ranked = np.sort(probs)[::-1]
+        cum = np.cumsum(ranked)
+        by_count = np.zeros(len(probs), dtype=bool)
+        n = min(int(np.sum(cum < p)) + 1, len(probs))
+        by_count[np.argsort(-probs, kind="stable")[:n]] = True
+
+        def keep_top(count: int) -> np.ndarray:
+            count = max(1, min(count, len(probs)))
+            return probs >= ranked[count - 1]
+
+        unsorted = np.cumsum(probs)
+        return [
+            (
+                keep_top(int(np.sum(cum <= p)) + 1),
+                "a total exactly equal to p already reaches p: the test is sum >= p, not > p",
+            ),
+            (
+                keep_top(int(np.sum(cum < p))),
+                "you stop before the token that brings the total to p: keep the fewest tokens "
+                "whose total is at least p, that token included",
+            ),
+            (
+                by_count,
+                "you dropped tokens tied with the last one kept; keep every token "
+                "whose probability equals the last kept one (the chapter's tie rule)",
+            ),
+            (
+                np.arange(len(probs)) <= min(int(np.sum(unsorted < p)), len(probs) - 1),
+                "you summed the probabilities in the order given; sort them, largest first",
+            ),
+        ]
+
+    def compare(got: Any, args: tuple) -> str | None:
+        probs, p = np.asarray(args[0], dtype=float), args[1]
+        want = _top_p_mask(probs, p)
+        if got is None:
+            return "the function returned None: did you forget a `return` statement?"
+        arr = to_array(got)
+        if arr is None:
+            return f"return a boolean array, got {type(got).__name__}"
+        if arr.shape != want.shape:
+            return f"return one True/False per token, shape {want.shape}, got shape {arr.shape}" + (
+                " (the indices of the kept tokens instead of a mask?)" if arr.ndim == 1 else ""
+            )
+        if not np.all((arr == 0) | (arr == 1)):
+            return "return True/False (or 1/0) per token, not probabilities or logits"
+        mask = arr.astype(bool)
+        if np.array_equal(mask, want):
+            return None
+        shown = (
+            f"you keep {mask.astype(int).tolist()}, the right mask is {want.astype(int).tolist()}"
+        )
+        for wrong, hint in variants(probs, p):
+            if np.array_equal(mask, wrong) and not np.array_equal(wrong, want):
+                return f"{shown}: {hint}"
+        return shown
+
+    return check_cases(
+        "top-p with its tie rule",
+        fn,
+        [(d, (np.array(pr), p), (pr, p)) for d, pr, p in cases],
         compare=compare,
         require=require,
     )

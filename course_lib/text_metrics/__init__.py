@@ -10,6 +10,8 @@ Plain Python, written for speed (there is no array maths to mirror in NumPy and 
 * :mod:`~course_lib.text_metrics.rouge`: ROUGE-n as eq. (12) defines it, and its common variants;
 * :mod:`~course_lib.text_metrics.lcs`: ROUGE-L and ROUGE-Lsum (longest common subsequences);
 * :mod:`~course_lib.text_metrics.chrf`: chrF and chrF++ (character n-gram F-scores);
+* :mod:`~course_lib.text_metrics.perplexity`: perplexity, and an add-k word-bigram model to score;
+* :mod:`~course_lib.text_metrics.significance`: the paired bootstrap for a difference of BLEU;
 * :mod:`~course_lib.text_metrics.dataset`: the chapter's translation evaluation set in ``data/``.
 """
 
@@ -42,6 +44,7 @@ from course_lib.text_metrics.ngrams import (
     substring_count,
     substring_count_as_printed,
 )
+from course_lib.text_metrics.perplexity import BigramLM, perplexity
 from course_lib.text_metrics.rouge import (
     MEASURES,
     ROUGE_VARIANTS,
@@ -50,14 +53,17 @@ from course_lib.text_metrics.rouge import (
     rouge_n,
     rouge_n_pairs,
 )
+from course_lib.text_metrics.significance import PairedBootstrap, paired_bootstrap
 from course_lib.text_metrics.tokenizers import TOKENIZERS, tokenize, tokenize_many
 
 __all__ = [
     "LCS_VARIANTS",
     "MEASURES",
+    "PairedBootstrap",
     "ROUGE_VARIANTS",
     "SMOOTHING",
     "TOKENIZERS",
+    "BigramLM",
     "BleuResult",
     "BleuStats",
     "ChrfResult",
@@ -77,6 +83,8 @@ __all__ = [
     "modified_precision",
     "ngram_counts",
     "ngrams",
+    "paired_bootstrap",
+    "perplexity",
     "rouge_l",
     "rouge_lsum",
     "rouge_n",

@@ -460,6 +460,64 @@ SENTENCES: tuple[tuple[str, tuple[str, str, str], str], ...] = (
     ),
 )
 
+#: The control for the "negated" system, written by hand: reference 1 of each sentence with one
+#: word edit that keeps its meaning, at the place of the negated system's edit and of its kind
+#: where the language allows (a synonym where it swaps a word for its opposite, a neutral word
+#: where it inserts "not", "never" or "hardly" where it removes "not"), else at a neighbouring
+#: word. Every sentence differs from reference 1 by exactly one word (tests/test_text_metrics.py).
+PARAPHRASED: tuple[str, ...] = (
+    "The train to Berlin is already twenty minutes late today.",
+    "My sister has now worked in a hospital for three years.",
+    "Can you just pass me the salt, please?",
+    "The museum is shut on Mondays.",
+    "We saw a very nice film last night.",
+    "The doctor says that I should drink extra water.",
+    "Food prices have increased sharply over the last year.",
+    "It will definitely rain in the north tomorrow.",
+    "I have accidentally left my key at the office.",
+    "The children are happily playing in the garden while it is still light.",
+    "The new laptop is lighter and quicker than the old one.",
+    "Please turn off your phone during the performance.",
+    "We will then meet at eight o'clock in front of the cinema.",
+    "The bridge was originally built in 1890.",
+    "He speaks three languages fluently, but he can't cook.",
+    "The restaurant on the corner has the finest pizza in town.",
+    "Following the rain the air was fresh and cool.",
+    "The company wants to recruit a hundred new employees next year.",
+    "I enjoy reading books about history.",
+    "The airport is located about thirty kilometres from the city.",
+    "She aced the exam on her first attempt.",
+    "Children under twelve are never allowed to swim alone.",
+    "The concert was completely sold out, so we stayed at home.",
+    "This plant needs a lot of sun and scant water.",
+    "The bus leaves the station every 10 minutes.",
+    "We must really finish the project by Friday.",
+    "In wintertime it gets dark here as early as four o'clock.",
+    "My grandpa used to work as a teacher.",
+    "The road is shut until the end of May because of construction work.",
+    "Have you perhaps heard the news yet?",
+    "The water in this lake is pleasantly mild in summer.",
+    "He neglected to lock the door.",
+    "Our team took the match two to one.",
+    "The library offers complimentary language courses for adults.",
+    "I could hardly sleep last night because of the noise.",
+    "The scientists have recently discovered a new species of frog.",
+    "Do not forget to wish your mum a happy birthday.",
+    "The supermarket is open from ten until six on Sundays.",
+    "She goes to Italy with her family every year.",
+    "The medicine should be taken following meals.",
+    "We do not have sufficient chairs for all the guests.",
+    "The hound barked all night long.",
+    "Temperatures will climb to over thirty degrees at the weekend.",
+    "Please read the instructions before you operate the device.",
+    "The author wrote his debut book at the age of twenty-two.",
+    "There are more bikes than cars in this city.",
+    "I brought the letter to the post office yesterday.",
+    "The baby is finally sleeping, so please speak quietly.",
+    "The government has reduced taxes for small businesses.",
+    "On a cloudless day you can see as far as the Alps from the summit.",
+)
+
 #: Meaning-reversing word swaps for the "negated" system (applied to the first word found).
 ANTONYMS: dict[str, str] = {
     "good": "bad",

@@ -14,6 +14,10 @@ edits, so the files are identical on every run:
   and wrong;
 * ``scrambled``: the words of reference 1 in a random order: every word right, no sentence.
 
+Beside the systems, ``paraphrased`` is the control for ``negated``: reference 1 with one
+hand-written edit that keeps the meaning, where the negated system's edit reverses it
+(``_sentences.PARAPHRASED``). It is not a system of the ranking (section 3.8 compares the two).
+
 :func:`synthetic_corpus` makes large random corpora (for the benchmark and property tests) from a
 bigram model of the same sentences.
 """
@@ -23,7 +27,7 @@ from __future__ import annotations
 import json
 import random
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from course_lib.checks import check_int
@@ -34,6 +38,7 @@ from course_lib.text_metrics._sentences import (
     NEGATED_FORMS,
     NEGATIONS,
     NUMBERS,
+    PARAPHRASED,
     SENTENCES,
 )
 
@@ -64,6 +69,10 @@ SYSTEMS: dict[str, tuple[str, float | None]] = {
 #: The quality order a reader would give, by construction (best first). The two adversarial
 #: systems are ranked by adequacy: "negated" says the opposite, "scrambled" says nothing.
 HUMAN_ORDER = ("human", "good", "fair", "poor", "negated", "scrambled")
+#: Control outputs, outside the ranking: name -> description.
+CONTROLS = {
+    "paraphrased": "reference 1 with one edit that keeps its meaning (the control for negated)"
+}
 
 
 @dataclass(frozen=True)
@@ -75,6 +84,7 @@ class TranslationEval:
     systems: dict[str, list[str]]  # system name -> one output per sentence
     descriptions: dict[str, str]
     human_order: tuple[str, ...]
+    paraphrased: list[str] = field(default_factory=list)  # the control for "negated"
 
 
 def _split_punct(word: str) -> tuple[str, str]:
@@ -194,6 +204,7 @@ def make_translation_eval(seed: int = SEED) -> TranslationEval:
         {name: systems[name] for name in SYSTEMS},
         {name: desc for name, (desc, _) in SYSTEMS.items()},
         HUMAN_ORDER,
+        list(PARAPHRASED),
     )
 
 
@@ -214,6 +225,8 @@ def write_translation_eval(directory: Path | None = None, seed: int = SEED) -> l
     for name, lines in data.systems.items():
         written.append(directory / f"system.{name}.en.txt")
         _write_lines(written[-1], lines)
+    written.append(directory / "control.paraphrased.en.txt")
+    _write_lines(written[-1], data.paraphrased)
     manifest = {
         "made_by": "python -m course_lib.text_metrics.dataset",
         "seed": seed,
@@ -222,6 +235,7 @@ def write_translation_eval(directory: Path | None = None, seed: int = SEED) -> l
         "languages": {"source": "de", "target": "en"},
         "systems": data.descriptions,
         "human_order": list(data.human_order),
+        "controls": CONTROLS,
     }
     written.append(directory / "manifest.json")
     written[-1].write_text(json.dumps(manifest, indent=2, ensure_ascii=False) + "\n", "utf-8")
@@ -248,10 +262,15 @@ def load_translation_eval(directory: Path | None = None) -> TranslationEval:
     systems = {
         name: _read_lines(directory / f"system.{name}.en.txt") for name in manifest["systems"]
     }
+    controls = {
+        name: _read_lines(directory / f"control.{name}.en.txt")
+        for name in manifest.get("controls", {})
+    }
     for name, lines in (
         [("source", sources)]
         + [(f"reference {j + 1}", s) for j, s in enumerate(streams)]
         + list(systems.items())
+        + list(controls.items())
     ):
         if len(lines) != manifest["sentences"]:
             raise ValueError(f"{name} has {len(lines)} lines, expected {manifest['sentences']}")
@@ -261,6 +280,7 @@ def load_translation_eval(directory: Path | None = None) -> TranslationEval:
         systems,
         dict(manifest["systems"]),
         tuple(manifest["human_order"]),
+        controls.get("paraphrased", []),
     )
 
 

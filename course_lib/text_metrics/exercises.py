@@ -19,8 +19,6 @@ from collections.abc import Callable
 
 from course_lib.checker import Outcome, check_cases, diagnose_number
 from course_lib.text_metrics import (
-    BleuStats,
-    bleu_from_stats,
     brevity_penalty,
     clipped_counts,
     closest_reference_length,
@@ -28,7 +26,27 @@ from course_lib.text_metrics import (
     rouge_n_pairs,
 )
 
-__all__ = ["bleu_from_counts", "clipped_matches", "corpus_brevity_penalty", "rouge_n_eq12"]
+__all__ = [
+    "WHY_PERPLEXITY",
+    "WHY_SHORT_BLEU",
+    "clipped_matches",
+    "corpus_brevity_penalty",
+    "rouge_n_eq12",
+]
+
+#: Why the prediction of section 3.4 is what it is, and what the common wrong values mean.
+WHY_SHORT_BLEU = (
+    "both precisions are 1, so BLEU-2 is the brevity penalty alone: c = 3, r = 6, "
+    "BP = exp(1 - r/c) = exp(-1) = 0.368. A prediction of 1 leaves the penalty out; 0.5 is the "
+    "ratio c/r, not the penalty; 0.135 = exp(-2) is exp(-r/c), without the 1."
+)
+#: Why the prediction of section 3.10 is what it is, and what the common wrong values mean.
+WHY_PERPLEXITY = (
+    "every token gets probability 1/V, so the mean negative log-likelihood is log V and the "
+    "perplexity exp(log V) = V: a uniform model is as unsure as a fair die with V faces. "
+    "1/V is the probability, not the perplexity; log V (about 7.6 for V = 2000) is the "
+    "cross-entropy in nats, before the exp."
+)
 
 _VOCAB = ("the", "cat", "sat", "on", "mat", "a", "dog")
 
@@ -62,7 +80,40 @@ def _number(x: object) -> float | None:
 # --- Exercise 1: clipped counts (eq. 7 for one sentence) ------------------------------------
 
 
+def _colleague(cand: list[str], refs: list[list[str]], n: int, short: bool, summed: bool) -> tuple:
+    """Eq. (7) with the debugging exercise's bugs: windows that stop one n-gram early (``short``,
+    eq. 6 as printed) and reference counts added instead of maximised (``summed``)."""
+    stop = 0 if short else 1
+
+    def grams(tokens: list[str]) -> Counter:
+        return Counter(tuple(tokens[i : i + n]) for i in range(len(tokens) - n + stop))
+
+    counts = grams(cand)
+    allowed: Counter = Counter()
+    for r in refs:
+        if summed:
+            allowed.update(grams(r))
+        else:
+            allowed |= grams(r)
+    return sum(min(c, allowed[g]) for g, c in counts.items()), sum(counts.values())
+
+
 def _clipping_mistakes(cand: list[str], refs: list[list[str]], n: int) -> dict:
+    colleague = {
+        _colleague(cand, refs, n, True, True): (
+            "both bugs are still there: every window loop stops one n-gram early (a sentence of "
+            "K tokens has K - n + 1 n-grams), and the references' counts are added up instead "
+            "of taking their maximum"
+        ),
+        _colleague(cand, refs, n, True, False): (
+            "your windows stop one n-gram early: a sentence of K tokens has K - n + 1 n-grams, "
+            "so the loop is range(len(tokens) - n + 1) (the off-by-one of the notes' eq. (6))"
+        ),
+        _colleague(cand, refs, n, False, True): (
+            "you clip by the *sum* of the reference counts (Counter.update adds them); eq. (7) "
+            "clips by their *maximum* (Counter's | operator keeps the larger count)"
+        ),
+    }
     grams = _grams(cand, n)
     counts = Counter(grams)
     ref_counts = [Counter(_grams(r, n)) for r in refs]
@@ -92,7 +143,7 @@ def _clipping_mistakes(cand: list[str], refs: list[list[str]], n: int) -> dict:
             "you miss the last n-gram of the candidate: a sentence of K tokens has K - n + 1 "
             "n-grams (the off-by-one of the notes' eq. (6))"
         ),
-    }
+    } | colleague  # the debugging exercise's bugs name themselves first
 
 
 def clipped_matches(fn: Callable, *, require: bool = False) -> Outcome:
@@ -123,6 +174,8 @@ def clipped_matches(fn: Callable, *, require: bool = False) -> Outcome:
         pair = tuple(int(v) if _number(v) is not None and float(v).is_integer() else v for v in got)
         if pair == want:
             return None
+        if not all(isinstance(v, int) for v in pair):
+            return f"return two whole numbers (matches, total), got {got!r}"
         hint = _clipping_mistakes(*args).get(pair, "")
         return f"you return {pair}, the right answer is {want}" + (f": {hint}" if hint else "")
 
@@ -266,51 +319,6 @@ def rouge_n_eq12(fn: Callable, *, require: bool = False) -> Outcome:
 
     return check_cases(
         "ROUGE-n as eq. (12) defines it",
-        fn,
-        [(d, a, a) for d, a in cases],
-        compare=compare,
-        require=require,
-    )
-
-
-# --- Exercise 4: BLEU from its statistics (eqs. 8 and 11) -----------------------------------
-
-
-def bleu_from_counts(fn: Callable, *, require: bool = False) -> Outcome:
-    """Exercise 3.4: ``fn(matches, totals, c, r, weights)`` returns BLEU_w of eq. (11).
-
-    All matches and totals are positive in the test cases (no smoothing questions).
-    """
-    cases = [
-        ("uniform BLEU-4, c > r", ((8, 5, 3, 2), (10, 9, 8, 7), 10, 9, (0.25,) * 4)),
-        ("uniform BLEU-4, c < r", ((8, 5, 3, 2), (10, 9, 8, 7), 10, 13, (0.25,) * 4)),
-        ("BLEU-2 with weights (0.7, 0.3)", ((6, 2), (7, 6), 7, 8, (0.7, 0.3))),
-        ("unigrams only", ((3,), (4,), 4, 4, (1.0,))),
-    ]
-
-    def want_of(args: tuple) -> float:
-        m, t, c, r, w = args
-        return bleu_from_stats(BleuStats(m, t, c, r), w).score
-
-    def compare(got: object, args: tuple) -> str | None:
-        want = want_of(args)
-        m, t, c, r, w = args
-        ps = [a / b for a, b in zip(m, t, strict=True)]
-        bp = brevity_penalty(c, r)
-        mistakes = {
-            "you take an arithmetic mean of the precisions; eq. (11) is a weighted geometric "
-            "mean, exp(sum_n w_n ln p_n)": bp * sum(wi * p for wi, p in zip(w, ps, strict=True)),
-            "you left out the brevity penalty": want / bp if bp else float("nan"),
-            "the brevity penalty is upside down (exp(1 - c/r))": want
-            / bp
-            * (math.exp(1 - c / r) if c < r else 1.0),
-            "you multiply the precisions without the weights (a product, not a weighted "
-            "geometric mean)": bp * math.prod(ps),
-        }
-        return diagnose_number(got, want, mistakes)
-
-    return check_cases(
-        "BLEU from its statistics",
         fn,
         [(d, a, a) for d, a in cases],
         compare=compare,
