@@ -68,7 +68,7 @@ def _gpt_models(folder: Path) -> list[Path]:
 def _gpt_body(files: list[Path]) -> str:
     k = "course-live-gpt"
     return f"""\
-<p>The model of section 8.4, trained on Shakespeare, running in this page on what you type:
+<p>The character-level model this chapter pre-trains on Shakespeare, running in this page on what you type:
 nothing is sent anywhere. The page runs the file <code>course_lib.gpt.live.export</code> wrote
 from the checkpoint in <code>data/gpt/</code>, with <code>onnxruntime-web</code>; the numbers are
 PyTorch's to within 1e-4.</p>
@@ -130,7 +130,7 @@ def _bert_models(folder: Path) -> list[Path]:
 def _bert_body(files: list[Path]) -> str:
     k = "course-live-bert"
     return f"""\
-<p>The small BERT of section 9.5, pre-trained with the masked-language-model objective on
+<p>The small BERT this chapter pre-trains with the masked-language-model objective on
 Shakespeare and <em>Moby-Dick</em>, fills the <code>[MASK]</code>s of what you type, in this page:
 nothing is sent anywhere. The page runs the file <code>course_lib.bert.live.export</code> wrote
 from the checkpoint in <code>data/bert/</code>, with <code>onnxruntime-web</code>, and tokenises
@@ -185,8 +185,8 @@ def _bpe_body(files: list[Path]) -> str:
     k = "course-live-bpe"
     course = files[0].read_text(encoding="utf-8").replace("</", "<\\/")
     return f"""\
-<p>Chapter 7's tokenisers on what you type, in this page: the byte-level BPE of section 7.3
-(1,744 merges learned from Shakespeare, the explorer's <code>merges_2000</code>) and GPT-2's own
+<p>Chapter 7's tokenisers on what you type, in this page: the byte-level BPE this chapter
+trains (1,744 merges learned from Shakespeare: the explorer's <code>merges_2000</code>) and GPT-2's own
 (50,000 merges). The page runs the same two steps as <code>course_lib.bpe.tokenizer</code> (GPT-2's
 pre-tokenisation pattern, then the merges in the order they were learned) from tables the build
 wrote; the tokens are <code>Tokenizer.encode</code>'s, checked on many texts in a real browser.</p>
