@@ -482,6 +482,13 @@ def settle(pg, page: str) -> None:
             f"() => document.querySelectorAll('.widget-subarea').length >= {views}",
             timeout=30_000,
         )
+    if pg.locator(".course-live").count():  # the live views (tools/live_pages.py) have drawn
+        pg.wait_for_function(
+            "() => [...document.querySelectorAll('.course-live')]"
+            ".every(e => e.dataset.state !== 'loading' && (e.dataset.updates || e.dataset.state"
+            " !== 'ready'))",
+            timeout=60_000,
+        )
     if page.startswith("book/quizzes/"):
         answer_quiz(pg)
     pg.wait_for_load_state("networkidle", timeout=30_000)

@@ -159,6 +159,24 @@ PACKAGES += tuple(
     )
 )
 
+# onnxruntime-web, which runs the course's exported models in the reader's browser (chapters 8
+# and 9's live views, tools/live_pages.py): the WebAssembly build only (its loader, the Emscripten
+# module and the .wasm; no WebGL/WebGPU). MIT (package.json; the package ships no LICENSE file).
+PACKAGES += (
+    Package(
+        "onnxruntime-web",
+        "1.30.0",
+        "sha512-q0y+JrrtukXSzsBWEMccVfqX25LRmosXHF+CaRJmg8pZClzcV7svNc4rKY3jL02Vb7QmRMDs1SigqR4CXAfKYQ==",
+        "onnxruntime-web",
+        (
+            "package.json",
+            "dist/ort.wasm.min.js",
+            "dist/ort-wasm-simd-threaded.mjs",
+            "dist/ort-wasm-simd-threaded.wasm",
+        ),
+    ),
+)
+
 # axe-core, the accessibility rules engine that tests/test_book.py runs on every page. Only the
 # tests use it (injected by Playwright), so it is unpacked beside the site, not into it.
 AXE = Package(
@@ -435,6 +453,14 @@ def main(argv: list[str] | None = None) -> int:
     try:  # replaces each chapter's frozen explorer widget with one that responds, no kernel
         explorer_pages.print_total(explorer_pages.add_explorers(HTML, verbose=True))
     except explorer_pages.ExplorerPageError as err:
+        print(f"error: {err}")
+        return 1
+    from tools import live_pages
+
+    print("== live views: the course's models run in the page (tools/live_pages.py)", flush=True)
+    try:  # "Type your own text": chapters 7 to 9 run the course's models on the reader's text
+        live_pages.add_live_views(HTML, verbose=True)
+    except live_pages.LivePageError as err:
         print(f"error: {err}")
         return 1
     remote = remote_assets()
