@@ -169,6 +169,12 @@ QUIZ_CSS = """
 .course-quiz-feedback { margin-top: 0.5em; font-weight: 500; min-height: 1.2em; }
 .course-quiz-feedback.right { color: var(--course-right, #0a5c2a); }
 .course-quiz-feedback.wrong { color: var(--course-wrong, #8a1c14); }
+.course-quiz-key { display: none; }
+@media print {
+  .course-quiz-q { break-inside: avoid; }
+  .course-quiz-q label, .course-quiz-check, .course-quiz-feedback { display: none; }
+  .course-quiz-key { display: block; break-before: page; }
+}
 """
 
 
@@ -223,11 +229,40 @@ def question_html(q: dict[str, Any], number: int) -> str:
     return "\n".join(parts)
 
 
+def answer(q: dict[str, Any]) -> str:
+    """A question's answer as text: the right option's, or the number."""
+    if q["kind"] == "choice":
+        return str(next(o["text"] for o in q["options"] if o.get("correct")))
+    value = q["answer"]
+    return f"{value:,}" if float(value).is_integer() else f"{value:.10g}"
+
+
+def answer_key_html(questions: list[dict[str, Any]]) -> str:
+    """Every question's answer and why, for print only (course.pdf ends with the quizzes; the
+    page on screen hides it, so that it gives nothing away there)."""
+    items = "\n".join(
+        f"<li><strong>{_math_html(answer(q))}</strong>{_section(q)}. {_math_html(_why(q))}</li>"
+        for q in questions
+    )
+    return (
+        '<div class="course-quiz-key mathjax_process">\n<p><strong>Answers</strong></p>\n'
+        f"<ol>\n{items}\n</ol>\n</div>"
+    )
+
+
+def _why(q: dict[str, Any]) -> str:
+    if q["kind"] == "choice":
+        return str(next(o["why"] for o in q["options"] if o.get("correct")))
+    return str(q["why"])
+
+
 def page_html(chapter: str) -> str:
-    """The body of a chapter's quiz page: every question, its style and its script."""
+    """The body of a chapter's quiz page: every question, its style and its script, and the
+    answers for print."""
     questions = load(chapter)
     body = "\n".join(question_html(q, i) for i, q in enumerate(questions, 1))
-    return f"<style>{QUIZ_CSS}</style>\n{body}\n<script>{QUIZ_JS}</script>"
+    key = answer_key_html(questions)
+    return f"<style>{QUIZ_CSS}</style>\n{body}\n{key}\n<script>{QUIZ_JS}</script>"
 
 
 def show(chapter: str):

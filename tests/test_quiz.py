@@ -197,6 +197,11 @@ def test_the_page_grades_in_a_browser(browser, tmp_path):
             assert shown == "Enter a number."
         else:
             assert shown == _shown(quiz.check_answer(questions[0], typed)[1])
+    key = pg.locator(".course-quiz-key")
+    assert not key.is_visible(), "the answers show on screen"
+    pg.emulate_media(media="print")  # course.pdf ends with the quizzes, answers included
+    assert key.is_visible() and not numeric.locator("button.course-quiz-check").is_visible()
+    assert key.locator("li").count() == len(questions)
     pg.close()
     assert all(u.startswith("file://") for u in requests), requests
 
@@ -225,3 +230,25 @@ def test_quiz_pages_are_titled_after_their_chapters(tmp_path):
     headings = [p.read_text().splitlines()[1] for p in quiz.write_pages(tmp_path, titles)]
     assert headings == [f"# Quiz: {titles[n]}" for n in quiz.quiz_names()]
     assert len(set(headings)) == len(headings), "two quiz pages with one title"
+
+
+def test_the_answers_are_printed_at_the_end():
+    """The page's answer key (print only) gives every question's answer and why, in order."""
+    import html as _html
+
+    questions = quiz.load("05_transformer_block")
+    key = quiz.answer_key_html(questions)
+    assert key.count("<li>") == len(questions) and "mathjax_process" in key
+    text = _html.unescape(key)
+    at = 0
+    for q in questions:
+        at = text.index(_html.unescape(quiz._math_html(quiz.answer(q))), at)  # in order
+    assert "38,597,376" in text and "1,536" in text  # whole numbers with thousands marks
+    css = quiz.QUIZ_CSS
+    assert ".course-quiz-key { display: none; }" in css and "@media print" in css
+    from tools.pdf import pages_in_order
+
+    pages = pages_in_order()
+    quizzes = [p for p in pages if p.startswith("book/quizzes/")]
+    assert quizzes == [f"book/quizzes/{n}" for n in quiz.quiz_names()]
+    assert pages[-len(quizzes) :] == quizzes, "the quizzes close the PDF"
