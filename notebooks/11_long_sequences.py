@@ -196,9 +196,11 @@ assert np.allclose(
 
 # %% [markdown]
 # Eq. (27) over these sets equals dense attention with the pattern as its mask (the last
-# assertion). With $l \approx \sqrt{L}$ each query sees about $l$ recent keys and $L / l$
-# strided ones, $2\sqrt{L}$ in all: the cost is $O(L \sqrt{L})$ instead of $O(L^2)$, provided
-# only the allowed entries are computed. A mask alone saves nothing: dense attention under the
+# assertion). With $l \approx \sqrt{L}$ each query sees about $l$ recent keys and at most
+# $L / l$ strided ones (about half that on average, since a query sees only the past): up to
+# $2\sqrt{L}$ each, about $1.5\,L\sqrt{L}$ entries for the whole matrix (the cell below counts
+# them). The cost is $O(L \sqrt{L})$ instead of $O(L^2)$, provided only the
+# allowed entries are computed. A mask alone saves nothing: dense attention under the
 # pattern's mask still computes all $L^2$ logits and then throws most of them away.
 
 # %%
@@ -1056,9 +1058,9 @@ prediction = 3 + 3 * 4  # its own segment (3 back), then 4 more per layer
 assert check_prediction(prediction, 23 - int(np.flatnonzero(heard)[0]), what="r", rtol=0).passed
 
 # %% [markdown] tags=["solution"]
-# Layer 1's output at 23 depends on the inputs 16–23 (its segment 20–23 and the memory 16–19): 7
-# back. Layer 2's output at 23 reads layer 1's outputs at 16–23, and layer 1's output at 16 depends
-# on the inputs 12–16: 11 back. Layer 3 adds 4 more, down to 8. So
+# Layer 1's output at 23 depends on the inputs 16–23 (its segment 20–23 and the memory 16–19):
+# 7 back. Layer 2's output at 23 reads layer 1's outputs at 16–23, and layer 1's output at 16
+# depends on the inputs 12–16: 11 back. Layer 3 adds 4 more, down to 8. So
 # $r = (L - 1) + (\text{layers}) \cdot L_\text{mem} = 3 + 3 \cdot 4 = 15$, with $L_\text{mem}$ =
 # `mem_len`: the context grows by the memory length with every layer, which is what a
 # one-segment window of a vanilla model cannot do.
