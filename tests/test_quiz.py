@@ -84,6 +84,12 @@ def test_a_quiz_is_well_formed(chapter):
         if q["kind"] == "choice"
     ]
     assert len(set(positions)) > 1, f"{chapter}: the right option is always option {positions[0]}"
+    for q in questions:  # a $ inside `code` would start math on the page
+        texts = [q["prompt"], q.get("why", "")] + [
+            v for o in q.get("options", []) for v in o.values()
+        ]
+        code = [c for t in texts if isinstance(t, str) for c in re.findall(r"`([^`]*)`", t)]
+        assert not any("$" in c for c in code), f"{chapter}: a $ inside code: {code}"
     for q in questions:
         if q["kind"] == "choice":
             for o in q["options"]:
