@@ -780,7 +780,7 @@ assert (ref.rel_shift(bd) == np.where(band, raw, 0)).all()
 # %%
 d = 4
 q, k = rng.standard_normal((L_q, d)), rng.standard_normal((L_mem + L_q, d))
-R_by_distance, u, w = (
+R_by_distance, u, v_pos = (  # term (d)'s learned vector (not the window's w)
     rng.standard_normal((L_mem + L_q, d)),
     rng.standard_normal(d),
     rng.standard_normal(d),
@@ -789,8 +789,8 @@ four_terms = np.zeros((L_q, L_mem + L_q))
 for i in range(L_q):
     for j in range(L_mem + i + 1):  # keys up to the query's own position L_mem + i
         R = R_by_distance[L_mem + i - j]
-        four_terms[i, j] = q[i] @ k[j] + q[i] @ R + u @ k[j] + w @ R
-fast = acc.xl_relative_logits(*map(torch.from_numpy, (q, k, R_by_distance[::-1].copy(), u, w)))
+        four_terms[i, j] = q[i] @ k[j] + q[i] @ R + u @ k[j] + v_pos @ R
+fast = acc.xl_relative_logits(*map(torch.from_numpy, (q, k, R_by_distance[::-1].copy(), u, v_pos)))
 allowed = np.tril(np.ones((L_q, L_mem + L_q), dtype=bool), L_mem)
 np.testing.assert_allclose(fast.numpy()[allowed], four_terms[allowed], atol=1e-12)
 
