@@ -33,6 +33,7 @@ PORTABILITY_NOTEBOOKS = {
     "10_feedback_distillation.ipynb": 41,
     "09_bert.ipynb": 41,
     "13_peft.ipynb": 36,
+    "13_peft_prompts.ipynb": 30,
     "11_long_sequences.ipynb": 22,
     "05_transformer_block.ipynb": 6,
     "05_transformer_block_stacks.ipynb": 15,

@@ -71,6 +71,7 @@ CHAPTERS = {
     "12_number_formats": "course_lib.number_formats.explorer",
     "12_number_formats_quantisation": "course_lib.number_formats.quantisation_explorer",
     "13_peft": "course_lib.peft.explorer",
+    "13_peft_prompts": "course_lib.peft.explorer_prompts",
 }
 
 
