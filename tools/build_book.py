@@ -311,19 +311,28 @@ def prepare_assets() -> None:
         raise SystemExit(f"error: web assets missing after unpacking: {missing}")
 
 
-def write_quiz_pages() -> list[Path]:
-    """The website's quiz pages, one per chapter, from ``data/quizzes`` (course_lib.quiz)."""
+def chapter_titles() -> dict[str, str]:
+    """Every chapter's title, its notebook's first heading (the first markdown cell's, not the
+    Colab set-up cell's comment): ``{'02_softmax': '2. Softmax', ...}``."""
     import json as _json
-
-    from course_lib import quiz
 
     titles = {}
     for nb in sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")):
         cells = _json.loads(nb.read_text(encoding="utf-8"))["cells"]
         first = next(c for c in cells if c["cell_type"] == "markdown")  # not the Colab cell
-        heading = "".join(first["source"]).splitlines()[0].lstrip("# ").strip()
-        titles[nb.stem] = heading
-    return quiz.write_pages(BOOK / "quizzes", titles)
+        heading = "".join(first["source"]).splitlines()[0]
+        if not heading.startswith("# "):
+            raise SystemExit(f"error: {nb.name} does not open with its title ('# N. Topic')")
+        titles[nb.stem] = heading.removeprefix("# ").strip()
+    return titles
+
+
+def write_quiz_pages() -> list[Path]:
+    """The website's quiz pages, one per chapter, from ``data/quizzes`` (course_lib.quiz),
+    each titled after its chapter ("Quiz: 2. Softmax")."""
+    from course_lib import quiz
+
+    return quiz.write_pages(BOOK / "quizzes", chapter_titles())
 
 
 def jupyter_book_command(strict: bool, extra: list[str]) -> list[str]:
