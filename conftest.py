@@ -2,6 +2,7 @@
 
 import importlib.util
 import os
+from pathlib import Path
 
 import matplotlib
 import pytest
@@ -60,13 +61,14 @@ def pytest_addoption(parser):
     )
     parser.addoption(
         "--nbval-kernels",
-        choices=("pinned", "alternate", "native"),
-        default="pinned",
-        help="the CPU code path of nbval's notebook kernels (tools/code_paths.py): pinned, "
-        "the one the stored outputs were written under (the default: one thread, MKL's "
-        "COMPATIBLE branch, AVX2 kernels, on the CPU); alternate, another path of this "
-        "machine (tests/test_portability.py's re-run then has nothing to add); native, "
-        "whatever this machine and environment pick",
+        choices=("course", "pinned", "alternate", "native"),
+        default="course",
+        help="the CPU code path of nbval's notebook kernels (tools/code_paths.py): course (the "
+        "default), every notebook on the pinned path its stored outputs were written under "
+        "(one thread, MKL's COMPATIBLE branch, AVX2 kernels) except the machine-sensitive ones "
+        "(PORTABILITY_NOTEBOOKS), which run on the alternate path and must print the same; "
+        "pinned or alternate, every notebook on that path; native, whatever this machine and "
+        "environment pick",
     )
     parser.addoption(
         "--nbval-colab",
@@ -93,8 +95,9 @@ def pytest_collection_modifyitems(config, items):
             # what it prints differs by design (nothing here; pip's and set-up's messages in the
             # simulated Colab of --nbval-colab): nbval runs it and compares nothing
             item.options["check"] = False
-    if config.getoption("nbval_kernels") == "alternate":
-        # nbval runs every notebook on the alternate path already: no second run of them
+    if config.getoption("nbval_kernels") in ("course", "alternate"):
+        # nbval runs the machine-sensitive notebooks on the alternate path already: no second
+        # run of them (tests/test_portability.py's notebook chunks are for --nbval-kernels=pinned)
         again = [i for i in items if _reruns_a_notebook(i)]
         if again:
             config.hook.pytest_deselected(items=again)
@@ -110,6 +113,28 @@ def pytest_collection_modifyitems(config, items):
             config.hook.pytest_deselected(items=slow)
             drop = set(slow)
             items[:] = [i for i in items if i not in drop]
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """A machine-sensitive notebook's cell that prints otherwise on the alternate path: say how
+    to see which numbers sit near their rounding edge."""
+    outcome = yield
+    report = outcome.get_result()
+    if (
+        report.failed
+        and item.path.suffix == ".ipynb"
+        and kernel_path(item.config.getoption("nbval_kernels"), item.path.name) == "alternate"
+    ):
+        name = item.path.stem
+        report.sections.append(
+            (
+                "code path",
+                f"{item.path.name} ran on the alternate CPU code path (tools/code_paths.py); its "
+                f"stored outputs were written on the pinned one. `python -m tools.portability "
+                f"{name}` lists each printed number near its rounding edge (README, 'Portable').",
+            )
+        )
 
 
 def _is_colab_setup_cell(item) -> bool:
@@ -128,22 +153,59 @@ def _reruns_a_notebook(item) -> bool:
     )
 
 
+#: The notebook whose nbval kernel starts next (nbval's kernel start is not told which).
+_STARTING: dict[str, str | None] = {"notebook": None}
+
+
+def kernel_path(option: str, notebook: str | None) -> str:
+    """The code path of a notebook's nbval kernel under ``--nbval-kernels=option``: "course"
+    runs the machine-sensitive notebooks on the alternate path (their stored outputs, written
+    on the pinned path, must print the same there: that checks both paths in one run) and the
+    others on the pinned one.
+
+    >>> kernel_path("course", "08_gpt.ipynb"), kernel_path("course", "02_softmax.ipynb")
+    ('alternate', 'pinned')
+    >>> kernel_path("pinned", "08_gpt.ipynb")
+    'pinned'
+    """
+    if option != "course":
+        return option
+    return "alternate" if notebook in PORTABILITY_NOTEBOOKS else "pinned"
+
+
+def _remember_each_notebook() -> None:
+    """Note which notebook nbval sets up, for :func:`notebook_kernels_on`'s kernel start."""
+    import nbval.plugin
+
+    setup = getattr(nbval.plugin.IPyNbFile.setup, "wrapped", nbval.plugin.IPyNbFile.setup)
+
+    def setup_noting(self):
+        _STARTING["notebook"] = Path(str(self.fspath)).name
+        return setup(self)
+
+    setup_noting.wrapped = setup
+    nbval.plugin.IPyNbFile.setup = setup_noting
+
+
 def notebook_kernels_on(path: str) -> None:
-    """nbval's kernels start on a CPU code path of tools/code_paths.py, with the environment
-    ``./course notebooks`` executes them in (on the CPU, a fixed hash seed): only the
-    notebooks' kernels, not this process or the other subprocesses of the tests. The path's
-    variables are read once, as the libraries start, hence in the kernel's environment."""
+    """nbval's kernels start on a CPU code path of tools/code_paths.py (``path``, or "course":
+    :func:`kernel_path`), with the environment ``./course notebooks`` executes them in (on the
+    CPU, a fixed hash seed): only the notebooks' kernels, not this process or the other
+    subprocesses of the tests. The path's variables are read once, as the libraries start,
+    hence in the kernel's environment."""
     import nbval.kernel
 
     from tools import code_paths
 
+    if path == "course":
+        _remember_each_notebook()
     start = getattr(nbval.kernel.start_new_kernel, "wrapped", nbval.kernel.start_new_kernel)
 
     def start_on_path(*args, **kwargs):
         from tools.execute_notebooks import KERNEL_ENV  # jupytext and nbclient: when needed
 
         env = {**kwargs.get("env", os.environ), **KERNEL_ENV}
-        kwargs["env"] = code_paths.apply(env, path)
+        kwargs["env"] = code_paths.apply(env, kernel_path(path, _STARTING["notebook"]))
         return start(*args, **kwargs)
 
     start_on_path.wrapped = start
@@ -174,11 +236,11 @@ def pytest_configure(config):
     """In a parallel run each worker uses its share of the cores, not all of them: n workers
     with n threads each on n cores spend their time waiting on one another (OpenMP threads
     spin). Tests that need more threads set them themselves; OMP_NUM_THREADS, if set, wins.
-    The notebooks' kernels start on the code path ``--nbval-kernels`` names (pinned unless
-    told otherwise) and, with ``--nbval-colab``, in a simulated Colab (as ./course test asks)."""
+    The notebooks' kernels start on the code path ``--nbval-kernels`` names ("course" unless
+    told otherwise: :func:`kernel_path`) and, with ``--nbval-colab``, in a simulated Colab (as ./course test asks)."""
     if config.getoption("nbval_colab", False):
         colab_notebook_kernels(config)
-    path = config.getoption("nbval_kernels", "pinned")
+    path = config.getoption("nbval_kernels", "course")
     if path != "native" and importlib.util.find_spec("nbval") is not None:  # Jupyter may be absent
         notebook_kernels_on(path)
     workers = os.environ.get("PYTEST_XDIST_WORKER_COUNT")

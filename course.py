@@ -355,6 +355,9 @@ def cmd_test(args: list[str]) -> None:
             # ... in a simulated Colab, each notebook installing the course from this checkout
             # and fetching its data as on Colab (tools/colab_sim.py; it links with symlinks)
             first.append("--nbval-colab")
+        if not any(a.startswith("--durations") for a in args):
+            # where the time went, in CI's log too (the budget: 20 minutes on 2 cores)
+            first.append("--durations=40")
         args = [*first, *args]
     run([venv_python(), "-m", "ruff", "check", "."])
     run([venv_python(), "-m", "ruff", "format", "--check", "."])

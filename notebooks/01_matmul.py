@@ -200,7 +200,8 @@ np.testing.assert_allclose(ref.matmul_rows(X, Y), ref.matmul_columns(Y.T, X.T).T
 #
 # Each entry of the right-hand side is $\sum_l X_{il} Y_{lj}$, which is eq. (1) again. The
 # inner dimension $m$ now counts *terms*: a product is a sum of as many rank-1 matrices as its
-# inner dimension is long. Chapter 13 builds on this reading (an exercise below asks how).
+# inner dimension is long. One of the four readings carries a later chapter; an exercise below
+# asks which.
 
 # %%
 terms = ref.outer_terms(X, Y)  # (m, n, k) = (3, 2, 2): one rank-1 matrix per l
@@ -324,8 +325,8 @@ print(keys_rows.shape, keys_columns.shape)
 # %% [markdown]
 # PyTorch's `torch.nn.Linear` stores its weight in the slides' orientation, `(out_features,
 # in_features)`, and computes `x @ weight.T`: the column convention on paper, the row
-# convention in memory. When you copy weights between conventions, a transpose is the usual
-# bug, which is why the exercise checkers below look for one.
+# convention in memory. Copying weights between conventions is where layers silently go wrong;
+# an exercise below has such a bug to find.
 
 # %% tags=["needs-torch"]
 lin = torch.nn.Linear(D, Kdim, bias=False, dtype=torch.float64)
@@ -427,8 +428,8 @@ print(f"best np.matmul float32 / nominal float32 peak: {share:.0%}")
 #   fixed overheads (a call costs a few microseconds), so GFLOP/s rises with $n$ until the
 #   arithmetic fills the core, and from $n \approx 256$ it levels off: that plateau is the
 #   **practical peak**. Here it is *above* the nominal one (about 118% in float32), most likely
-#   because the clock the system reports is below the one the core runs at (boost). BLAS libraries reach the
-#   plateau by blocking the product into tiles that fit in cache and registers
+#   because the clock the system reports is below the one the core runs at (boost). BLAS
+#   libraries reach the plateau by blocking the product into tiles that fit in cache and registers
 #   {cite}`goto2008anatomy`: a product does $2n^3$ FLOPs on $3n^2$ numbers, so each number
 #   loaded can be reused about $n$ times: its *arithmetic intensity* grows with $n$, which is
 #   what lets a large product run at the compute roof rather than the memory roof of the
@@ -465,8 +466,8 @@ for r in live:
 # Two functions to write and a bug to find, each with a checker that runs your code on several
 # inputs, edge cases included, and tells you what is wrong; then a prediction, a question in
 # words and a stretch problem. The cells with a checker start with a stub that raises
-# `NotImplementedError`; replace its body and run the cell. Solutions are folded below each exercise (on the website) or in cells tagged
-# `solution` (in the notebook).
+# `NotImplementedError`; replace its body and run the cell. Solutions are folded below each
+# exercise (on the website) or in cells tagged `solution` (in the notebook).
 #
 # ```{exercise} The product from outer products
 # :label: ex-matmul-outer
@@ -714,8 +715,8 @@ assert cheapest_chain([(10, 1000), (1000, 10), (10, 1000)]) == 400_000
 #   vectors; `torch.nn.Linear` stores $W$ as (out, in) and computes $xW^\top$.
 # - A product costs $2nmk$ FLOPs. Optimised BLAS reaches the core's practical peak from
 #   $n \approx 256$ on (the nominal estimate from clock and SIMD width is only an order of
-#   magnitude), about twice as fast in float32 as in float64; a pure-Python loop is about a
-#   thousand times slower.
+#   magnitude), about twice as fast in float32 as in float64; a pure-Python loop is over a
+#   thousand times slower (1,360 times in the stored run).
 
 # %% [markdown]
 # ## References

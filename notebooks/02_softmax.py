@@ -331,8 +331,8 @@ np.testing.assert_allclose(ref.softmax_with_temperature(z5, 1e6), np.full(5, 0.2
 
 # %% [markdown]
 # Entropy measures how spread out a distribution is: $H = -\sum_i p_i \log_2 p_i$ bits, from
-# $\log_2(\#\text{ties at the top}) = 1$ bit at $T = 0$ here (two tied maxima) to $\log_2 5
-# \approx 2.32$ bits at $T = \infty$; $2^H$ is the "effective number of choices".
+# 1 bit at $T = 0$ here to $\log_2 5 \approx 2.32$ bits at $T = \infty$; $2^H$ is the
+# "effective number of choices".
 
 # %%
 temps = np.geomspace(0.05, 50, 60)
@@ -415,8 +415,8 @@ temperature_explorer("2, 4, 4, 1, -1", labels=["the", "a", "one", "this", "cat"]
 # \partial \operatorname{LSE} / \partial z_i$ (section 2.3), so $J$ is the matrix of second
 # derivatives (the Hessian) of log-sum-exp, and it is positive semidefinite
 # ($v^\top J v = \sum_i s_i v_i^2 - (\sum_i s_i v_i)^2$, a variance), which is why LSE, and with
-# it the cross-entropy of eq. (2.6), is convex in the logits. In particular $J \mathbf{1} = 0$, eq. (2.1)
-# in differential form. We check eq. (2.9) against PyTorch's automatic differentiation:
+# it the cross-entropy of eq. (2.6), is convex in the logits. In particular $J \mathbf{1} = 0$,
+# eq. (2.1) in differential form. We check eq. (2.9) against PyTorch's automatic differentiation:
 
 # %% tags=["needs-torch"]
 zt = torch.tensor([2.0, 4.0, 4.0], dtype=torch.float64)

@@ -627,9 +627,9 @@ for a, b in zip(
 # BLEU registers the edit: one word costs reference 1 about 0.07 when the meaning is kept and
 # 0.10 when it is reversed. The two costs are alike, and the 0.03 between them has an interval
 # that reaches 0: BLEU counts the n-grams an edit breaks, not what the word means
-# {cite}`callisonburch2006reevaluating`. chrF behaves alike. The control shows a second bias
-# too: a synonym the references do not use ("shut" where both write "closed", "10" for "ten")
-# costs as much as an error.
+# {cite}`callisonburch2006reevaluating`. chrF: 0.04 and 0.07, without an interval. The control
+# shows a second bias too: a synonym the references do not use ("shut" where both write
+# "closed", "10" for "ten") costs nearly as much as an error.
 
 # %% [markdown]
 # ## 3.10 Beyond overlap: perplexity, learned metrics and people (core, 9 min)
@@ -1008,8 +1008,9 @@ check.corpus_brevity_penalty(corpus_bp, require=True)
 #
 # Write `rouge_notes(candidate, references, n)` computing eq. (12): the sum over references of
 # the clipped overlap with that reference divided by its number of n-grams (a reference
-# shorter than $n$ contributes 0). Then predict: what does it return for a candidate equal to
-# its only reference, and for the same candidate with that reference given three times?
+# shorter than $n$ contributes 0). Then use it to check section 3.6's warning: what does it
+# return for a candidate equal to its only reference, and for the same candidate with that
+# reference given three times?
 # ```
 
 
@@ -1123,7 +1124,7 @@ for a, b in (("paraphrased", "negated"), ("good", "fair")):
 # %% [markdown] tags=["solution"]
 # "good" against "fair" is significant by a wide margin ($p = 0.001$, the smallest value 1,000
 # trials can give), as its bootstrap interval, far from 0, said. "paraphrased" against "negated"
-# gets $p \approx 0.08$, where its interval touched 0: the two tests agree, and neither makes a
+# gets $p = 0.085$, where its interval touched 0: the two tests agree, and neither makes a
 # difference of 0.03 on 50 sentences a finding. The "+ 1" counts the
 # observed assignment itself, so a p-value is never 0 (Riezler and Maxwell's convention).
 #

@@ -127,7 +127,8 @@ print("h_2 =", h_i)
 # %% [markdown]
 # The weights are positive and sum to one, so $\mathbf{h}_2$ is a *convex combination* of
 # the four values: it lies in their convex hull (the smallest convex set that holds them), so
-# in every coordinate it lies between the smallest and the largest value. `ref.attention_per_query` runs this loop for every query:
+# in every coordinate it lies between the smallest and the largest value.
+# `ref.attention_per_query` runs this loop for every query:
 
 # %%
 H_loop = ref.attention_per_query(Q, K, V)  # (M, K): row i is h_i
@@ -148,7 +149,8 @@ print(f"3DK = 3 * {D} * {Kdim} = {n_params} parameters, for any M")
 # ## 4.2 The matrix form: eq. (13) (core, 4 min)
 #
 # From here on we use Strabel's names. $K$ stops being a width (the slides' $K$, our `Kdim`)
-# and becomes the matrix of keys; the width of a key is $d_k$. Stack the queries as rows of $Q \in \mathbb{R}^{d_l \times d_k}$, the keys of
+# and becomes the matrix of keys; the width of a key is $d_k$. Stack the queries as rows of
+# $Q \in \mathbb{R}^{d_l \times d_k}$, the keys of
 # $K \in \mathbb{R}^{d_s \times d_k}$ and the values of $V \in \mathbb{R}^{d_s \times d_v}$
 # (the notes' names: $d_l$ queries, $d_s$ keys and values). All the dot products at once are
 # $QK^\top \in \mathbb{R}^{d_l \times d_s}$, and Definition 2.1 of the notes
@@ -567,7 +569,8 @@ print(ours.shape, "- the page, the library module and the NumPy reference agree"
 #
 # A weight matrix is easiest to read as a heatmap: row $i$ shows where query $i$ looks. Nobody
 # writes the weights of a real model (section 4.10 shows heads built by hand, for comparison):
-# a head **learns** them by gradient descent, and here we watch one do it. The task (`course_lib.attention.learned`) is section 4.6's: a
+# a head **learns** them by gradient descent, and here we watch one do it. The task
+# (`course_lib.attention.learned`) is section 4.6's: a
 # sequence of 12 random tokens from a vocabulary of 8, and at every position two outputs, the
 # token one place back and the token two places back. The model is as small as a layer gets:
 # token plus position embeddings, one causal `MultiHeadAttention` of width 32, and a linear
@@ -832,11 +835,12 @@ print("unsteady times (rerun on a quieter machine):", ", ".join(noisy) if noisy 
 # %% [markdown]
 # Quadrupling $L$ multiplies an $L^2$ quantity by 16. The explicit computation's memory grows
 # almost that much (about 15-fold: its inputs, outputs and their gradients grow only like $L$),
-# and its time at least as much (the cell prints your machine's ratio; the course's runs gave
-# 15 to 21 for the explicit form). More than 16 is plausible, though we have not measured why:
-# at $L = 1024$ each $(h, L, L)$ tensor takes 16 MiB, more than a core's cache, so every pass
-# over it waits for main memory. The fused kernel does the same arithmetic, so its time grows
-# like $L^2$ too, but its memory grows only like $L$: it keeps no $L \times L$ matrix. (Timed by the wall clock on a machine shared with other
+# and its time by roughly as much (the cell prints your machine's ratio: 14.3 in the stored
+# run, whose $L = 1024$ point is flagged unsteady; the course's other runs gave 15 to 21). Where
+# it exceeds 16, a likely reason, not measured: at $L = 1024$ each $(h, L, L)$ tensor takes
+# 16 MiB, more than a core's cache, so every pass over it waits for main memory. The fused
+# kernel does the same arithmetic, so its time grows like $L^2$ too, but its memory grows only
+# like $L$: it keeps no $L \times L$ matrix. (Timed by the wall clock on a machine shared with other
 # jobs, such a ratio can come out several times too large or too small, because a longer call
 # is interrupted more often; that is why these timings count CPU time.)
 
@@ -969,8 +973,9 @@ np.testing.assert_allclose(O @ stacked, out_ref.T)  # (d_o, L): eq. (18), transp
 #
 # Five kinds: write a function and let a checker run it on several inputs, including edge
 # cases, and tell you what is wrong; find and fix a bug; predict a number, then run the cell;
-# answer a question in words; and one stretch problem. Replace the body of each stub and run its cell. Solutions are
-# folded below each exercise (on the website) or in cells tagged `solution` (in the notebook).
+# answer a question in words; and one stretch problem. Replace the body of each stub and run
+# its cell. Solutions are folded below each exercise (on the website) or in cells tagged
+# `solution` (in the notebook).
 #
 # ```{exercise} Cross-attention over padded keys
 # :label: ex-attention-cross

@@ -259,9 +259,9 @@ print(f"last block at 24 blocks, post-LN / pre-LN per seed: {ratio.min():.0f} to
 # - **post-LN**: on average the gradient grows from the first block to the upper third and
 #   stays there, as in Xiong et al.'s Figure 3, but the seeds disagree (the wide band: one batch
 #   of random tokens per seed); in three of the five the upper third gets more than the lower
-#   third, in two less. What holds on every seed is the right-hand panel: the last block's
-#   gradient does not shrink as the stack gets deeper (on average it even grows a little), and at
-#   24 blocks it is 4 to 11 times the pre-LN one.
+#   third, in two less. The right-hand panel is steadier: the last block's gradient does not
+#   shrink as the stack gets deeper (on average it even grows a little), and at 24 blocks it is
+#   4 to 11 times the pre-LN one on every seed.
 # - **pre-LN**: the last block's gradient falls with depth close to the $1/\sqrt{\text{depth}}$ line
 #   (a slope of $-0.6$), as the theorem predicts, with a narrow spread. Per block, though, it falls
 #   about fourfold from the first block to the last, where Xiong et al.'s Figure 3 shows it about
@@ -747,9 +747,9 @@ assert check_prediction(
 # gradient down to every block unchanged, $g + J^\top g$, so no block's gradient vanishes. A full
 # learning rate is then gentle at the top of a deep stack from the first step. In a post-LN stack
 # every sum is normalised, so the stream never grows and nothing scales the top blocks' gradients
-# down: at initialisation they are the largest of the stack (the left panel: the gradient grows
-# toward the output) and they do not shrink with depth. A full-size first step changes the top
-# blocks most, before the lower ones have learned anything, and training can stall (section
+# down: at initialisation they are, on average, as large as any in the stack (the left panel,
+# where the seeds disagree) and they do not shrink with depth. A full-size first step changes
+# the top blocks most, before the lower ones have learned anything, and training can stall (section
 # 5.8's 6-block post-LN runs at $10^{-2}$ stay at chance on every seed); warm-up keeps the first
 # steps small until the gradients settle {cite}`xiong2020layer`.
 #
@@ -826,7 +826,8 @@ print("RMS after 0, 1, 4, 16, 24 blocks:", rms[[0, 1, 4, 16, 24]].round(3), f" s
 # Each pre-LN block reads a normalised copy of the stream, so its branches add outputs of about the
 # same size whatever the depth, in nearly independent directions at initialisation: their squares
 # add, and the stream's root mean square grows about like $\sqrt{l}$ (a slope of 0.6 here on a
-# log-log plot, a little above 1/2: the branches' outputs are not quite independent). The final
+# log-log plot, a little above 1/2: probably because the branches' outputs are not quite
+# independent; we have not measured it). The final
 # LayerNorm computes $(h - \mu)/\sigma$, whose Jacobian is $1/\sigma$ times a projection, so every
 # gradient that passes through it on the way down is divided by the stream's size, about $\sqrt{L}$
 # for $L$ blocks. The last block's $W_2$ gradient is that gradient times the block's hidden
@@ -844,8 +845,9 @@ print("RMS after 0, 1, 4, 16, 24 blocks:", rms[[0, 1, 4, 16, 24]].round(3), f" s
 # - A GPT block has exactly $12d^2 + 13d$ parameters; $12\,n_\text{layers} d^2$ plus the
 #   embeddings reproduces the GPT-3 table to within 2%, and exposes its two inconsistent rows
 #   (13B's width 5140, XL's 24 heads of 128).
-# - At initialisation, over five seeds, post-LN's $W_2$ gradients grow from the first block
-#   toward the output and the last block's does not shrink with depth; pre-LN's last block
+# - At initialisation, over five seeds, post-LN's $W_2$ gradients grow on average from the first
+#   block toward the output (in three seeds of five) and the last block's does not shrink with
+#   depth; pre-LN's last block
 #   shrinks like $1/\sqrt{\text{depth}}$, as Xiong et al. derive (its per-block profile falls
 #   toward the output, where their Figure 3 shows it level). In a 72-run study, 6-block post-LN
 #   models at a learning rate of $10^{-2}$ without warm-up stayed at chance on every seed, pre-LN

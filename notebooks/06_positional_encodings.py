@@ -902,7 +902,7 @@ explorer(d_model=32, n_positions=50)
 # %% [markdown]
 # ## Exercises
 #
-# Sections 6.7 and 6.9 asked a find-the-bug exercise and a prediction. Here: another bug to find,
+# Sections 6.7 and 6.9 asked a find-the-bug exercise and two predictions. Here: another bug to find,
 # an implementation the page does not show, a conceptual question and a stretch problem. Each
 # checker runs your function against the reference on several inputs, including edge cases, and
 # tells you what is wrong. Solutions are folded below each exercise (on the website) or in cells

@@ -290,9 +290,10 @@ for s in ["Hello world! It's 2024.", "one   two", "  indented\tand  spaced  "]:
 # fails to match). Rules 1 to 4 are one alternative each. For white space, derive the
 # alternatives from the behaviour shown: what must a run of white space *not* be followed by,
 # so that it stops one space short of a word? You will need a look-ahead, `(?!...)` ("not
-# followed by"), and a fallback for the white space it cannot take. The checker cuts twelve texts you have not seen (German, Greek,
-# Chinese, Korean, code, numbers, emoji, trailing spaces, a blank line) with your pattern and
-# with GPT-2's, and names what differs. About 10 minutes.
+# followed by"), and a fallback for the white space it cannot take. The checker cuts twelve
+# texts you have not seen (German, Greek, Chinese, Korean, code, numbers, emoji, trailing
+# spaces, a blank line) with your pattern and with GPT-2's, and names what differs. About 10
+# minutes.
 # ```
 
 # %% tags=["worksheet"]
@@ -630,7 +631,7 @@ merges_explorer(merges_2000, "Shall I compare thee to a summer's day? Transforme
 # the ratio $\text{count}(ab) / (\text{count}(a)\,\text{count}(b))$, which drops the
 # frequency and favours pairs whose parts rarely occur apart, however rare the pair. Hugging
 # Face's *library* computes neither: its `WordPieceTrainer` is its BPE trainer with the `##`
-# prefix switched on, merging by frequency (chapter 9, section 9.8, shows the code). BERT's
+# prefix switched on, merging by frequency (chapter 9, section 9.8, names the source). BERT's
 # release {cite}`devlin2019bert` marks the pieces inside a word with `##`, and encodes a word
 # greedily, longest piece first. The **Unigram** model {cite}`kudo2018subword` of SentencePiece
 # {cite}`kudo2018sentencepiece` goes the other way: it starts from many candidate pieces, fits
@@ -661,8 +662,9 @@ for name, row in table_.items():
 # `Metaspace` does, keeps this from being exactly like for like). The two WordPiece rows differ
 # only in the score, and the ratio needs about 2.45: with the frequency dropped, it spends its
 # merges on pairs that belong together but are rare, and common words stay in pieces (even
-# "the" is `th ##e`). So a "WordPiece" row means little until one says which score made it. Byte-level BPE can also
-# write any string, while the other two need an unknown token for characters they never saw.
+# "the" is `th ##e`). So a "WordPiece" row means little until one says which score made it.
+# Byte-level BPE can also write any string, while WordPiece and Unigram need an unknown token
+# for characters they never saw.
 
 # %% [markdown]
 # ## Exercises
@@ -976,6 +978,6 @@ print(f"the fast trainer: {fast_s:.1f} s for all 1,744 merges, {1744 * per_merge
 # | encode 5.06 MB | Hugging Face `tokenizers`, trained merges | 2.20 | 2.3 |
 # | train on 130 KB to 500 | course `train_bpe` | 0.16 | 0.8 |
 #
-# Training takes 1.55 times as long as `tokenizers` (which uses both cores), tiktoken encodes
+# Training takes about 1.6 times as long as `tokenizers` (which uses both cores), tiktoken encodes
 # 8.6 times as fast as the course's `Tokenizer` with GPT-2's merges (the benchmark prints this
 # ratio), and the 130 KB corpus trains to a vocabulary of 500 in 0.16 s.

@@ -125,7 +125,7 @@ print(f"loss {float(loss):.4f} over {2 * (L - 1)} predictions")
 # %% [markdown]
 # Eq. (20) conditions on the $k$ previous tokens only; in a Transformer $k$ is the context
 # length, and a window of $L$ tokens yields $L - 1$ predictions at once, each with as much
-# context as it has. Training on random windows of the corpus (Section 8.4) covers every
+# context as it has. Training on random windows of the corpus (section 8.4) covers every
 # position of every window: that is what makes pre-training cheap per token. The first number
 # to check when a training run starts is this loss before any step; section 8.4 asks you to
 # predict it for our character model.

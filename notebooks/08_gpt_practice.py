@@ -44,7 +44,7 @@ if "google.colab" in sys.modules or os.environ.get("COURSE_COLAB") == "1":
 #   paper's input sequences; check first, with a naive Bayes baseline, what the input can tell;
 # - prompt a model zero-, one- and few-shot, measure how its accuracy grows with the number of
 #   examples in the prompt, and look for the mechanism in its attention;
-# - race training recipes fairly on a shared machine, and derive why Muon's two momentum
+# - race training recipes fairly on a shared machine, and derive whether Muon's two momentum
 #   conventions take the same steps.
 #
 # **Assumes**: part 1 of this chapter (the model, its loss, the shipped checkpoint, sampling)
@@ -235,7 +235,7 @@ print(f"averaged over lambda: pre-trained {pre:.3f}, from scratch {scratch:.3f}"
 # conclusive. That is what to expect from *this* pre-training: 2000 steps of Shakespeare teach
 # a 0.8-million-parameter character model spelling and common words, not the vocabulary of
 # revenue, Mexico and programs that dates a speech. $\lambda$ makes no difference to the
-# accuracy here.
+# accuracy that three seeds can resolve here (0.2 and 1.1 points, within the spread).
 #
 # What $\lambda$ clearly does is the other half of eq. (24), and the losses before fine-tuning
 # say how to read it. The Shakespeare model starts at 2.10 nats per character on the
@@ -519,10 +519,12 @@ plt.show()
 # %% [markdown]
 # The model finds the shot reliably when it is 1 to 3 lines back (0.78 to 1.00, with an
 # unexplained dip at 2), about a third of the time 4 to 6 lines back, and rarely 7 or 8 lines
-# back: its reach, not whether the letter was shown, is what flattens the shots curve beyond
-# four shots. The layer-2 heads agree with the accuracy: from the query they put most of their
-# weight (0.5 to 0.9) on the shot's answer when it is near, and less as it recedes; the map on
-# the right shows all four heads on the answer of the matching line, three lines up. That is
+# back. So its reach, more than whether the letter was shown, is the likely reason the shots
+# curve flattens beyond four shots (a hypothesis: these prompts show the letter once, the shots
+# curve's prompts often show it several times). The layer-2 heads agree with the accuracy: from
+# the query they put much of their weight (0.4 to 0.9) on the shot's answer when it is near,
+# and less as it recedes; the map on the right shows all four heads on the answer of the
+# matching line, three lines up. That is
 # the second half of an induction head. The first half does not show: no layer-1 head puts more
 # than 0.04 of its weight from an answer onto the letter before it. So our first layer does not
 # do what Olsson et al. describe, and how an answer's state comes to "know" its letter is
@@ -626,7 +628,7 @@ plt.show()
 # *orthogonal*: if $D = U S V^\top$ (its SVD), the step uses $U V^\top$, every singular value
 # replaced by 1 (this running-sum momentum is the convention of the speed-run's code when our
 # recipes were written; today's reference implementation keeps a moving average instead, and
-# an exercise shows that the two give the same steps),
+# an exercise asks whether the two give the same steps),
 #
 # $$W \leftarrow W - \eta \sqrt{\max(1, m/n)}\; U V^\top .$$
 #
@@ -783,8 +785,8 @@ for r in speedrun["summary"]:
 
 # %% [markdown]
 # Read the steps first; they are what the load cannot touch. **Muon** halves them: at 0.02 the
-# target comes after about 460 steps instead of `modern`'s 950, in both seeds, and 0.04 starts
-# faster but ends slower (550), so 0.02 is Muon's learning rate here. On the clock it gains
+# target comes after about 460 steps instead of `modern`'s 950, in both seeds, and 0.04 needs
+# more (550), so 0.02 is Muon's learning rate here. On the clock it gains
 # less, because each Muon step costs about 1.45 times an AdamW step on this CPU (the two Muon
 # rows do the same work per step, and their measured costs agree to 0.2%). The exercise below
 # counts why: the orthogonalisation costs the same whatever the batch, and our batch is only
@@ -916,7 +918,7 @@ for mode in ("eager", "compiled"):
 # prediction sat in section 8.11. Solutions are folded below each exercise. The derivation
 # takes about 15 minutes, the question 10, the stretch problem 20.
 #
-# ```{exercise} Derive: two conventions for Muon's momentum, one update
+# ```{exercise} Derive: two conventions for Muon's momentum
 # :label: ex-gpt-muon
 #
 # Section 8.11's Muon keeps a running sum, $M \leftarrow \beta M + G$, and orthogonalises
@@ -989,17 +991,19 @@ check.muon_ema(my_muon, require=True)
 # ```
 #
 # For a wide $m \times n$ matrix one quintic step costs about $2m^2n$ (for $X X^\top$) plus
-# $2m^3$ (for $A^2$) plus $2m^2n$ (for the product with $X$): for $128 \times 512$ about 0.04
-# GFLOP, times 5 steps and 24 matrices in our 4-layer model, roughly 2.5 GFLOP per optimiser
-# step. The training step costs about $6N$ FLOPs per token, $N \approx 0.8$ M here, so about 4
-# GFLOP for our 768 tokens per step. Muon's work does not grow with the batch; the model's
-# does. With 768 tokens a step the orthogonalisation is about two thirds as many FLOPs again
-# (its matrix products run faster per FLOP than the model's small ones, so the measured extra
-# cost is nearer a half: 45% in section 8.11's table); the speed-run's steps hold hundreds of
-# thousands of tokens, so the same work is below one per cent (Jordan et al. put Muon's extra
-# FLOPs at $5m/B$ of the model's for width $m$ and $B$ tokens a step: 0.7% for the speed-run's
-# $m = 768$ and $B = 524{,}288$) {cite}`jordan2024muon`. On a CPU at this scale Muon must
-# save more than $1 - 1/1.45 \approx 31\%$ of the steps to win on the clock; it saved half.
+# $2m^3$ (for $A^2$) plus $2m^2n$ (for the product with $X$): about 0.04 GFLOP for each of the
+# eight $128 \times 512$ feed-forward matrices and about 0.013 for each of the sixteen
+# $128 \times 128$ ones ($W_q, W_k, W_v, W_o$), so with 5 steps about 2.5 GFLOP per optimiser
+# step in our 4-layer model. The training step costs about $6N$ FLOPs per token,
+# $N \approx 0.8$ M here, so about 4 GFLOP for our 768 tokens per step. Muon's work does not
+# grow with the batch; the model's does. With 768 tokens a step the orthogonalisation is
+# about two thirds as many FLOPs again (its matrix products run faster per FLOP than the
+# model's small ones, so the measured extra cost is nearer a half: 45% in section 8.11's
+# table); the speed-run's steps hold hundreds of thousands of tokens, so the same work is
+# below one per cent (Jordan et al. put Muon's extra FLOPs at $5m/B$ of the model's for width
+# $m$ and $B$ tokens a step: 0.7% for the speed-run's $m = 768$ and $B = 524{,}288$)
+# {cite}`jordan2024muon`. On a CPU at this scale Muon must save more than
+# $1 - 1/1.45 \approx 31\%$ of the steps to win on the clock; it saved half.
 #
 # ```{solution-end}
 # ```
@@ -1063,14 +1067,16 @@ with torch.no_grad():
 #   questions become sequences with start, delimiter and extract tokens (both orders, summed,
 #   for similarity; one score per answer for multiple choice). Check first what the input can
 #   tell (a naive Bayes baseline): 64 characters of a speech barely show the party, clearly the
-#   era; there, $\lambda$ keeps (and improves) the language model without changing the
-#   accuracy, while with $\lambda = 0$ the pre-trained model forgets the text it knew.
+#   era; there, $\lambda$ keeps (and improves) the language model with no change in accuracy
+#   that three seeds resolve, while with $\lambda = 0$ the pre-trained model forgets the text
+#   it knew.
 # - GPT-2 and GPT-3 are the same model, larger, with more context and a byte-level vocabulary;
 #   GPT-2's zero-shot results were state of the art in language modelling (and on Winograd's
 #   schemas), not across tasks.
 # - In-context learning: a model pre-trained with episodes of a task can do a *new* instance of
 #   it from examples in its prompt; on our secret codes accuracy rises from chance at zero shots
-#   towards a perfect learner's curve as shots are added, with no change to the weights. Our
+#   close to a perfect learner's curve up to four shots, then flattens, with no change to the
+#   weights. Our
 #   small model finds a shot only a few lines back, and its layer-2 heads attend to the shot's
 #   answer; its first layer is not a previous-token head's, and what it does is open.
 # - Training fast is measured, not assumed: a fair race takes turns on the same machine, and an

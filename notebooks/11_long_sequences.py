@@ -196,9 +196,11 @@ assert np.allclose(
 
 # %% [markdown]
 # Eq. (27) over these sets equals dense attention with the pattern as its mask (the last
-# assertion). With $l \approx \sqrt{L}$ each query sees about $l$ recent keys and $L / l$
-# strided ones, $2\sqrt{L}$ in all: the cost is $O(L \sqrt{L})$ instead of $O(L^2)$, provided
-# only the allowed entries are computed. A mask alone saves nothing: dense attention under the
+# assertion). With $l \approx \sqrt{L}$ each query sees about $l$ recent keys and at most
+# $L / l$ strided ones (about half that on average, since a query sees only the past): up to
+# $2\sqrt{L}$ each, about $1.5\,L\sqrt{L}$ entries for the whole matrix (the cell below counts
+# them). The cost is $O(L \sqrt{L})$ instead of $O(L^2)$, provided only the
+# allowed entries are computed. A mask alone saves nothing: dense attention under the
 # pattern's mask still computes all $L^2$ logits and then throws most of them away.
 
 # %%
@@ -778,7 +780,7 @@ assert (ref.rel_shift(bd) == np.where(band, raw, 0)).all()
 # %%
 d = 4
 q, k = rng.standard_normal((L_q, d)), rng.standard_normal((L_mem + L_q, d))
-R_by_distance, u, w = (
+R_by_distance, u, v_pos = (  # term (d)'s learned vector (not the window's w)
     rng.standard_normal((L_mem + L_q, d)),
     rng.standard_normal(d),
     rng.standard_normal(d),
@@ -787,8 +789,8 @@ four_terms = np.zeros((L_q, L_mem + L_q))
 for i in range(L_q):
     for j in range(L_mem + i + 1):  # keys up to the query's own position L_mem + i
         R = R_by_distance[L_mem + i - j]
-        four_terms[i, j] = q[i] @ k[j] + q[i] @ R + u @ k[j] + w @ R
-fast = acc.xl_relative_logits(*map(torch.from_numpy, (q, k, R_by_distance[::-1].copy(), u, w)))
+        four_terms[i, j] = q[i] @ k[j] + q[i] @ R + u @ k[j] + v_pos @ R
+fast = acc.xl_relative_logits(*map(torch.from_numpy, (q, k, R_by_distance[::-1].copy(), u, v_pos)))
 allowed = np.tril(np.ones((L_q, L_mem + L_q), dtype=bool), L_mem)
 np.testing.assert_allclose(fast.numpy()[allowed], four_terms[allowed], atol=1e-12)
 
@@ -1056,9 +1058,9 @@ prediction = 3 + 3 * 4  # its own segment (3 back), then 4 more per layer
 assert check_prediction(prediction, 23 - int(np.flatnonzero(heard)[0]), what="r", rtol=0).passed
 
 # %% [markdown] tags=["solution"]
-# Layer 1's output at 23 depends on the inputs 16–23 (its segment 20–23 and the memory 16–19): 7
-# back. Layer 2's output at 23 reads layer 1's outputs at 16–23, and layer 1's output at 16 depends
-# on the inputs 12–16: 11 back. Layer 3 adds 4 more, down to 8. So
+# Layer 1's output at 23 depends on the inputs 16–23 (its segment 20–23 and the memory 16–19):
+# 7 back. Layer 2's output at 23 reads layer 1's outputs at 16–23, and layer 1's output at 16
+# depends on the inputs 12–16: 11 back. Layer 3 adds 4 more, down to 8. So
 # $r = (L - 1) + (\text{layers}) \cdot L_\text{mem} = 3 + 3 \cdot 4 = 15$, with $L_\text{mem}$ =
 # `mem_len`: the context grows by the memory length with every layer, which is what a
 # one-segment window of a vanilla model cannot do.

@@ -530,12 +530,13 @@ plt.show()
 # %% [markdown]
 # With float32 accumulation the error stays near float32's precision for every $K$. PyTorch's
 # bfloat16 matmul accumulates in float32 too, and then rounds each output to bfloat16 once: its
-# error is half a bfloat16 step, independent of $K$. Accumulating in bfloat16 itself loses more
-# with every term: several percent at $K = 4096$, and still growing. Hardware does not always
-# accumulate in a full float32: on CUDA, cuBLAS may use reduced precision for parts of a bfloat16
-# reduction unless `torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction` is turned
-# off, and DeepSeek-V3's authors measured the FP8 matrix products of NVIDIA's H800 accumulating in
-# about 14 bits, so they moved the partial sums to float32 every 128 products themselves
+# error is at most half a bfloat16 step per output, independent of $K$. Accumulating in bfloat16
+# itself loses more with every term: several percent at $K = 4096$, and still growing. Hardware
+# does not always accumulate in a full float32: on CUDA, cuBLAS may use reduced precision for
+# parts of a bfloat16 reduction unless
+# `torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction` is turned off, and
+# DeepSeek-V3's authors measured the FP8 matrix products of NVIDIA's H800 accumulating in about 14
+# bits, so they moved the partial sums to float32 every 128 products themselves
 # {cite}`deepseek2024v3`.
 #
 # ### Loss scaling for float16 gradients
@@ -1020,7 +1021,7 @@ print(f"stochastic, 32 runs: mean {runs.mean():.1f}, from {runs.min():.2f} to {r
 # to one step, and the sum falls behind. Rounding to nearest is biased in both directions, by
 # whatever the addend's remainder is at the current step. (c) Stochastic rounding rounds up with
 # probability proportional to the remainder, so each addition adds 0.01 on average: the 32 runs
-# end near 10 on average, each a little off.
+# end near 10 on average (9.9), though a single run can be 10% off (9.00 to 10.75).
 #
 # ```{solution-end}
 # ```

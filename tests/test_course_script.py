@@ -206,7 +206,10 @@ def test_the_full_run_checks_the_notebooks_in_a_simulated_colab(tmp_path):
     out = _course("--dry-run", "test", "-x", env=env)
     assert out.returncode == 0, out.stderr
     last = out.stdout.strip().splitlines()[-1]
-    assert last.endswith("--dist loadscope --nbval-colab -x"), last
+    assert last.endswith("--dist loadscope --nbval-colab --durations=40 -x"), last
     mine = _course("--dry-run", "test", "--nbval-kernels=native", env=env)
     last = mine.stdout.strip().splitlines()[-1]
-    assert last.endswith("loadscope --nbval-colab --nbval-kernels=native"), last
+    assert last.endswith("loadscope --nbval-colab --durations=40 --nbval-kernels=native"), last
+    # where the time went, in CI's log (unless the caller asks for its own)
+    own = _course("--dry-run", "test", "--durations=5", env=env)
+    assert own.stdout.strip().splitlines()[-1].endswith("--nbval-colab --durations=5"), own.stdout

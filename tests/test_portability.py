@@ -9,7 +9,9 @@ oneDNN's SSE4.1 ones, other OpenBLAS kernels and NumPy loops, two threads), unde
 
 * each notebook of ``PORTABILITY_NOTEBOOKS`` (conftest.py: the chapters that train or round
   in low precision) must print its stored outputs, checked by ``tools/portability.py``, whose
-  report names every printed number near its edge with its unrounded values;
+  report names every printed number near its edge with its unrounded values. By default
+  (``--nbval-kernels=course``) nbval itself runs these notebooks on the alternate path, and
+  these re-runs are deselected: they run with ``--nbval-kernels=pinned``;
 * the tests marked ``portability`` (training reproductions, shipped models) must pass.
 
 Each runs in its own processes: the code path's variables are read as the libraries start.

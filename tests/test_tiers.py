@@ -73,3 +73,29 @@ def test_with_alternate_notebook_kernels_the_portability_re_run_keeps_only_the_u
         "tests/test_portability.py::"
         "test_machine_sensitive_tests_pass_with_another_cpus_kernels[tests]"
     ], run.stdout
+
+
+def test_by_default_the_machine_sensitive_notebooks_run_on_the_alternate_path(monkeypatch):
+    """--nbval-kernels=course (the default): one nbval run checks both paths, the stored outputs
+    (written on the pinned path) against the alternate path's for the notebooks whose digits
+    could move, against the pinned path's for the rest."""
+    import nbval.kernel
+    import nbval.plugin
+
+    from tools import code_paths
+
+    conftest = root_conftest()
+    seen = []
+    monkeypatch.setattr(nbval.kernel, "start_new_kernel", lambda **kw: seen.append(kw["env"]))
+    monkeypatch.setattr(nbval.plugin.IPyNbFile, "setup", lambda self: None)
+    conftest.notebook_kernels_on("course")
+    for name in ("08_gpt.ipynb", "02_softmax.ipynb"):
+        nbval.plugin.IPyNbFile.setup(type("File", (), {"fspath": f"/x/notebooks/{name}"})())
+        nbval.kernel.start_new_kernel(kernel_name="python3", cwd="/tmp")
+    alternate, pinned = (code_paths.path_env(p) for p in ("alternate", "pinned"))
+    assert "08_gpt.ipynb" in conftest.PORTABILITY_NOTEBOOKS
+    assert "02_softmax.ipynb" not in conftest.PORTABILITY_NOTEBOOKS
+    assert seen[0]["OMP_NUM_THREADS"] == alternate["OMP_NUM_THREADS"] == "2"
+    assert seen[1]["OMP_NUM_THREADS"] == pinned["OMP_NUM_THREADS"] == "1"
+    assert seen[0].get("MKL_CBWR") == alternate["MKL_CBWR"]
+    assert seen[1].get("MKL_CBWR") == pinned["MKL_CBWR"]

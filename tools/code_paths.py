@@ -122,6 +122,9 @@ def path_env(
             }
     else:  # ALTERNATE: a different kernel in every library that has a switch, and two threads
         env |= threads(2)
+        # ... that sleep while they wait: beside the tests' other worker on two cores, spinning
+        # threads take turns for nothing (it changes no result)
+        env["OMP_WAIT_POLICY"] = "PASSIVE"
         if x86:
             env |= {
                 "MKL_CBWR": "AUTO",  # MKL's own choice for this CPU, deterministic run to run
