@@ -726,9 +726,17 @@ def records_page(data_dir: str | os.PathLike | None = None) -> str:
                 f"| {where} | `{r['recipe_name']}` | {what} | {speed} | {secs} | "
                 f"{r.get('reached')} | {flags} |"
             )
-        loads = sorted({str(r.get("load_average")) for r in recs if r.get("load_average")})
+        loads = sorted(
+            {tuple(r["load_average"]) for r in recs if r.get("load_average")},
+            key=lambda t: [x or 0 for x in t],
+        )
         if loads:
-            lines += ["", f"Load average during these races: {', '.join(loads)}."]
+            said = "; ".join(f"{a} at the start, {b} at the end" for a, b in loads)
+            lines += [
+                "",
+                f"The machine's load average during these races: {said} (1.0 per busy core; "
+                "above the core count, the seconds and even the ratios carry the load).",
+            ]
     else:
         lines.append("No records measured yet (`data/gpt/records/`).")
     lines += ["", "## Against nanoGPT's own `train.py`", ""]
