@@ -91,7 +91,6 @@ rng = seed_everything(0)
 use_style()
 np.set_printoptions(precision=3, suppress=True)
 
-np.set_printoptions(precision=3, suppress=True)
 
 # %% [markdown]
 # `ref` holds the NumPy references (float64, written like the equations) and `fast` their

@@ -54,7 +54,6 @@ if "google.colab" in sys.modules or os.environ.get("COURSE_COLAB") == "1":
 # sections add about 0 minutes), and the exercises at the end take about 20 more.
 
 # %%
-
 import matplotlib.pyplot as plt
 import numpy as np
 import torch
