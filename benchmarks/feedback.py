@@ -41,7 +41,10 @@ def run(quick: bool = False) -> list[dict]:
             if (r["method"], r["beta"]) == (row["method"], row["beta"])
         ]
         row["seconds_per_step"] = round(float(np.mean(mine)), 4)
-    return rows
+    # one table: a column that only some methods have (a reward model's pair accuracy, DPO's
+    # implicit one) is empty (None) in the other rows
+    columns = dict.fromkeys(key for row in rows for key in row)
+    return [{key: row.get(key) for key in columns} for row in rows]
 
 
 def summary(rows: list[dict]) -> str:

@@ -1,13 +1,44 @@
 """The machinery every exercise checker is built from.
 
 A chapter's ``exercises.py`` builds each checker from these pieces: :func:`seeded` for the
-random test inputs (the same on every run), :func:`check_cases` to run the learner's function on
-named cases, :func:`diagnose` / :func:`diagnose_number` to say what is off, and
-:func:`first_mistake` to name a known wrong answer ("you forgot the 1/sqrt(d_k)").
+random test inputs (the same on every run in a notebook), :func:`check_cases` to run the
+learner's function on named cases, :func:`diagnose` / :func:`diagnose_number` to say what is
+off, and :func:`first_mistake` to name a known wrong answer ("you forgot the 1/sqrt(d_k)").
+
+**Writing a checker that ``./course grade`` can use** (tools/grade_judge.py). When a class is
+graded, a checker runs in the grader's process and the learner's function runs in the
+submission's sandboxed process: the function the checker receives is a proxy, and every call
+of it sends the arguments across a pipe and brings the result back. So a checker must:
+
+* take the learner's objects as its arguments (``check.NAME(fn1, fn2, value)``) and make every
+  input itself; in the worksheet, a checker call names only the learner's objects or literals;
+* pass the learner's function *plain data* only: ``None``, ``bool``, ``int``, ``float``,
+  ``complex``, ``str``, ``bytes``, tuples, lists, dicts, sets, NumPy arrays of numbers, PyTorch
+  tensors, NumPy/PyTorch dtypes, and dataclasses or named tuples defined in ``course_lib``
+  (rebuilt from their fields). A model, a tokenizer, an open file or a callback cannot cross:
+  pass its weights (``model.parameter_dict()``), its config and the data instead;
+* expect back plain data in the same types (a NumPy subclass arrives as a plain array, a
+  tensor detached) or, for anything else (a generator, an instance of the learner's class),
+  a proxy whose methods, ``len``, indexing and iteration work but which never equals anything
+  but itself; changes the function makes to a list, dict, array or tensor argument come back
+  into it, as in one process;
+* compute every expected value itself: never from something the learner's function returned
+  or changed (:func:`check_cases` passes the function copies of each case's arguments);
+* draw random inputs from :func:`seeded`, which a grading run seeds afresh
+  (:func:`fresh_inputs`), so that answers cannot be hard-coded; keep tolerances wide enough
+  for any seed;
+* measure memory only with ``tracemalloc`` around the call (``course_lib.measure.
+  peak_numpy_memory``): the grader reports the submission's resident growth there.
+
+A predict-then-check exercise calls :func:`check_prediction` with the learner's variable as
+its first argument; the grader takes every other argument (``actual``) from its own run of the
+worksheet, so ``actual`` must be computed by the worksheet's cells, never from the learner's
+own functions. ``tests/test_grade_checkers.py`` grades every chapter's key this way.
 """
 
 from __future__ import annotations
 
+import copy
 import html
 import math
 import re
@@ -91,13 +122,24 @@ def _note_progress(outcome: Outcome) -> None:
         pass  # a read-only cache folder never breaks an exercise
 
 
+_RUN_SEED: int | None = None  # set by a grading run: fresh inputs that cannot be hard-coded
+
+
+def fresh_inputs(run_seed: int | None) -> None:
+    """Make :func:`seeded` mix ``run_seed`` into every checker's seed (``./course grade`` does,
+    once per grading run); ``None`` restores the fixed inputs of a notebook."""
+    global _RUN_SEED
+    _RUN_SEED = None if run_seed is None else int(run_seed)
+
+
 def seeded(seed: int) -> np.random.Generator:
-    """The generator of a checker's random inputs: a fixed seed, so feedback is reproducible.
+    """The generator of a checker's random inputs: a fixed seed, so feedback is reproducible
+    (in a grading run, the seed mixed with the run's own: see :func:`fresh_inputs`).
 
     >>> int(seeded(0).integers(100)) == int(seeded(0).integers(100))
     True
     """
-    return np.random.default_rng(seed)
+    return np.random.default_rng(seed if _RUN_SEED is None else [seed, _RUN_SEED])
 
 
 def first_mistake(
@@ -201,6 +243,15 @@ def call(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> tuple[Any, str | 
         return None, f"it raised {type(exc).__name__}: {exc} (line {frame.lineno})"
 
 
+def _copies(args: tuple[Any, ...]) -> tuple[Any, ...]:
+    """Copies of a case's arguments, so that a function that changes its inputs cannot change
+    the case it is compared on."""
+    try:
+        return copy.deepcopy(tuple(args))
+    except Exception:
+        return tuple(args)
+
+
 def check_cases(
     title: str,
     fn: Callable[..., Any],
@@ -218,7 +269,7 @@ def check_cases(
         n = 0
         for description, args, expected in cases:
             n += 1
-            got, error = call(fn, *args)
+            got, error = call(fn, *_copies(args))
             problem = error or compare(got, expected)
             if problem:
                 outcome = Outcome(title, False, [f"on {description}: {problem}"])

@@ -65,12 +65,14 @@ CHAPTERS = {
     "07_bpe": "course_lib.bpe.explorer",
     "08_gpt": "course_lib.gpt.explorer",
     "08_gpt_practice": "course_lib.gpt.explorer_practice",
-    "09_bert": "course_lib.bert.explorer",
+    "09_bert": "course_lib.bert.masking_explorer",
+    "09_bert_training": "course_lib.bert.explorer",
     "10_feedback_distillation": "course_lib.feedback.explorer",
     "11_long_sequences": "course_lib.long_sequences.explorer",
     "12_number_formats": "course_lib.number_formats.explorer",
     "12_number_formats_quantisation": "course_lib.number_formats.quantisation_explorer",
     "13_peft": "course_lib.peft.explorer",
+    "13_peft_prompts": "course_lib.peft.explorer_prompts",
 }
 
 

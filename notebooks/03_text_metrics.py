@@ -534,8 +534,7 @@ print("paraphrased", data.paraphrased[i])
 # We score every system against the held-out references 2 and 3 with corpus BLEU-4 (13a
 # tokenization), the mean over sentences of ROUGE-1 and ROUGE-2 as eq. (12) defines them and of
 # the ROUGE-2 and ROUGE-L F-measures that `rouge-score` reports, and corpus chrF (ROUGE-L and
-# chrF are the two scores of optional section 3.7: the longest common subsequence, and
-# character n-grams).
+# chrF: optional section 3.7).
 
 # %%
 H = [refs[1:] for refs in R]  # references 2 and 3: the adversarial systems were made from 1
@@ -582,13 +581,12 @@ print("BLEU against all three references:", ", ".join(f"{s} {v:.2f}" for s, v in
 # agreement with it, not with judgements of real readers. What to notice:
 #
 # - **Within the noise ladder the metrics agree with the construction**: human > good > fair >
-#   poor under every metric. Averaged over a corpus, overlap does track degradation.
-# - **ROUGE-1 puts "scrambled" first**: unigram recall ignores order entirely. BLEU's higher
+#   poor under every metric.
+# - **ROUGE-1 puts "scrambled" first**: unigram recall ignores order. BLEU's higher
 #   orders, ROUGE-2 and ROUGE-L (the LCS of a shuffled sentence is short) put it last.
 # - **"negated" sits next to the human translation** under BLEU and well above "fair" under
-#   every metric, although it says the opposite of its source. (Scored against all three
-#   references it gets a BLEU of 0.72, far above the human's 0.46, printed under the figure:
-#   that gap is the leak from reference 1, not a property of BLEU.)
+#   every metric, although it says the opposite of its source. (Against all three references,
+#   printed under the figure, it scores 0.72 to the human's 0.46: the leak from reference 1.)
 #
 # **Are the gaps real?** The ladder rests on one draw of corruptions over 50 sentences. Koehn's
 # **paired bootstrap** {cite}`koehn2004statistical` resamples the 50 sentences with replacement
@@ -605,7 +603,7 @@ for a, b in (("human", "good"), ("good", "fair"), ("fair", "poor"), ("human", "n
     print(f"{a} - {b}:".ljust(17), paired_bootstrap(sentence_stats[a], sentence_stats[b]))
 
 # %% [markdown]
-# Every step of the ladder clears 0, so its order is not an accident of the 50 sentences. The
+# Every step of the ladder clears 0: its order is no accident of the 50 sentences. The
 # human translation and "negated" tie: $-0.002$, inside $\pm 0.06$ (and their order flips with
 # the tokenizer, section 3.12).
 #
@@ -629,8 +627,8 @@ for a, b in zip(
 # BLEU registers the edit: one word costs reference 1 about 0.07 when the meaning is kept and
 # 0.10 when it is reversed. The two costs are alike, and the 0.03 between them has an interval
 # that reaches 0: BLEU counts the n-grams an edit breaks, not what the word means
-# {cite}`callisonburch2006reevaluating`. chrF: 0.04 and 0.07, without an interval. The control
-# shows a second bias too: a synonym the references do not use ("shut" where both write
+# {cite}`callisonburch2006reevaluating`. chrF: 0.04 and 0.07, without an interval. A second
+# bias: a synonym the references do not use ("shut" where both write
 # "closed", "10" for "ten") costs nearly as much as an error.
 
 # %% [markdown]

@@ -602,7 +602,7 @@ plt.show()
 # compresses Shakespeare *better* than a 4,000-token vocabulary (3,744 merges) learned on
 # Shakespeare itself, but it is 12 times larger, so this plot cannot say whether a tokenizer
 # does best on the kind of text it learned from. That needs equal vocabularies; chapter 9
-# (section 9.5) runs the test at 1,024 tokens: one learned from Shakespeare alone gives
+# (section 9.10) runs the test at 1,024 tokens: one learned from Shakespeare alone gives
 # *Moby-Dick* 2.34 characters per token, one learned from both books 2.53, and on
 # Shakespeare the two are close (2.32 and 2.28). The domain of the training text matters, by
 # several per cent at that size.
@@ -631,7 +631,7 @@ merges_explorer(merges_2000, "Shall I compare thee to a summer's day? Transforme
 # the ratio $\text{count}(ab) / (\text{count}(a)\,\text{count}(b))$, which drops the
 # frequency and favours pairs whose parts rarely occur apart, however rare the pair. Hugging
 # Face's *library* computes neither: its `WordPieceTrainer` is its BPE trainer with the `##`
-# prefix switched on, merging by frequency (chapter 9, section 9.8, names the source). BERT's
+# prefix switched on, merging by frequency (chapter 9, section 9.6, names the source). BERT's
 # release {cite}`devlin2019bert` marks the pieces inside a word with `##`, and encodes a word
 # greedily, longest piece first. The **Unigram** model {cite}`kudo2018subword` of SentencePiece
 # {cite}`kudo2018sentencepiece` goes the other way: it starts from many candidate pieces, fits

@@ -366,7 +366,7 @@ def test_the_learning_rate_schedules():
         lr_factor(0, 10, schedule="linear")
     settings = pretraining_settings(RECIPE)  # the shipped recipe reaches pre-training whole
     assert {k: RECIPE[k] for k in settings} == settings and set(RECIPE) - set(settings) == {
-        "n_chars", "moby_dick_chars", "length"}  # fmt: skip
+        "n_chars", "moby_dick_chars", "length", "short_length"}  # fmt: skip
 
 
 @pytest.mark.portability
@@ -404,13 +404,47 @@ def test_checkers_accept_solutions_and_name_mistakes():
 
 # ------------------------------------------------------------------ the checkpoint and the widget
 def test_the_shipped_checkpoint_loads_and_matches_its_recipe():
-    from course_lib.bert.pretrain_long import CHECKPOINT, RECIPE, load_checkpoint
+    from course_lib.bert.pretrain_long import CHECKPOINT, COMMAND, RECIPE, load_checkpoint
 
     state = torch.load(CHECKPOINT, weights_only=True)
     assert state["recipe"] == RECIPE and len(state["losses"]) == RECIPE["steps"]
+    assert state["command"] == COMMAND
     model, losses = load_checkpoint()
     assert np.mean(losses[-100:]) < np.mean(losses[:10]) - 1.5
     assert not model.training
+    # it reads held-out text better than the token frequencies at every position (sanity)
+    held = state["held_out"]["rows_of_80"]
+    assert held["loss_positions_1_31"] < held["token_frequencies"] - 1.5
+    assert held["loss_positions_32_on"] < held["token_frequencies"] - 1.5
+    # and every row of its position table learned (the old 32-token file's rows 32-79 had not)
+    start = Bert(model.config, seed=0).top["pos_emb"].detach()
+    moved = (model.top["pos_emb"].detach() - start).norm(dim=-1)
+    assert moved[32:].mean() > 0.5 * moved[:32].mean()
+
+
+def test_the_masking_table_shows_what_the_draw_did():
+    from course_lib.bert.masking_explorer import explorer
+    from course_lib.bert.widget import masking_rows, render_masking
+
+    tok = tokenizer()
+    rows = masking_rows(tok, "Friends, Romans, countrymen, lend me your ears", seed=0)
+    ids = [CLS, *tok.encode("Friends, Romans, countrymen, lend me your ears"), SEP]
+    x, y = mask_tokens(np.array(ids), np.random.default_rng(0), mask_id=MASK, vocab_size=1024,
+                       special_ids=(PAD, CLS, SEP, MASK))  # fmt: skip
+    assert [r[3] for r in rows] == [tok.decode([int(i)]) for i in x]  # what mask_tokens shows
+    assert [bool(r[4]) for r in rows] == list(y != IGNORE)
+    for _piece, u, fate, shown, _label in rows:
+        assert fate == "special" or (fate == "not chosen") == (u >= 0.15)
+        assert fate != "[MASK]" or (u < 0.12 and shown == "[MASK]")
+        assert fate != "random" or 0.12 <= u < 0.135
+    html = render_masking(rows)
+    assert html.count("<tr") == len(rows) + 1 and "-100 (ignored)" in html
+    assert explorer().default_setting == {
+        "text": rows and explorer().controls[0].stops[0],
+        "seed": 0,
+    }
+    with pytest.raises(TypeError, match="text"):
+        masking_rows(tok, 5, seed=0)
 
 
 def test_top_predictions_and_their_errors():
@@ -620,3 +654,170 @@ def test_wordpiece_checker():
 
     outcome = check.wordpiece_encode(unk_for_the_rest)
     assert not outcome and "whole word" in str(outcome)
+
+
+# -------------------------------------------------------------- the checkers, against learners
+def test_corrupt_checker_names_three_mistakes_and_survives_garbage():
+    from course_lib.bert.masking import corrupt
+
+    def lib(t, u, r, m, s):
+        return corrupt(t, u, r, mask_id=m, special_ids=s)
+
+    assert check.corrupt(lib)
+    assert check.corrupt(
+        lambda t, u, r, m, s: tuple(torch.as_tensor(v) for v in lib(t, u, r, m, s))
+    )
+    assert check.corrupt(lambda t, u, r, m, s: [v.tolist() for v in lib(t, u, r, m, s)])
+
+    def thresholds_of_all(t, u, r, m, s):  # compares u with 0.8 and 0.9, not 0.12 and 0.135
+        x, y = lib(t, u, r, m, s)
+        u = np.where(np.isin(t, s), 1.0, u)
+        return np.where(y != IGNORE, np.where(u < 0.8, m, x), t), y
+
+    def labels_only_at_mask(t, u, r, m, s):
+        x, y = lib(t, u, r, m, s)
+        return x, np.where(x == m, t, IGNORE)
+
+    def corrupted_labels(t, u, r, m, s):
+        x, y = lib(t, u, r, m, s)
+        return x, np.where(y != IGNORE, x, IGNORE)
+
+    mistakes = {
+        "special": lambda t, u, r, m, s: lib(t, u, r, m, ()),
+        "*chosen* positions": thresholds_of_all,
+        "*every* chosen position": labels_only_at_mask,
+        "-100": lambda t, u, r, m, s: (lib(t, u, r, m, s)[0], np.asarray(t)),
+        "*original* token": corrupted_labels,
+    }
+    for words, fn in mistakes.items():
+        outcome = check.corrupt(fn)
+        assert not outcome and words in str(outcome), (words, str(outcome))
+    garbage = [
+        lambda *a: None, lambda *a: 1 / 0, lambda *a: "inputs", lambda *a: (x for x in a),
+        lambda *a: (np.full(a[0].shape, np.nan), np.full(a[0].shape, np.nan)), lambda t: t,
+        lambda *a: (a[0], a[0], a[0]), lambda *a: b"xy", lambda *a: (np.zeros(3), np.zeros(3)),
+        lambda *a: ({"a": 1}, {"b": 2}), lambda *a: (a[0].astype(str), a[0].astype(str)),
+    ]  # fmt: skip
+    for fn in garbage:
+        outcome = check.corrupt(fn)
+        assert not outcome and outcome.details, fn
+    assert not check.corrupt(None) and not check.corrupt("my_corrupt")
+
+
+def test_padding_mask_checker_names_three_mistakes_and_survives_garbage():
+    right = [
+        lambda m: np.asarray(m)[:, None, None, :],
+        lambda m: torch.as_tensor(m)[:, None, None, :],
+        lambda m: np.asarray(m).astype(np.int64)[:, None, None, :],
+        lambda m: np.asarray(m)[:, None, None, :].tolist(),
+        lambda m: np.where(np.asarray(m), 0.0, -np.inf)[:, None, None, :],  # additive
+        lambda m: np.broadcast_to(np.asarray(m)[:, None, None, :], (len(m), 1, m.shape[1], m.shape[1])),
+    ]  # fmt: skip
+    for fn in right:
+        assert check.padding_mask(fn), fn
+    mistakes = {
+        "padding *queries*": lambda m: np.asarray(m)[:, None, :, None],
+        "True at the padding": lambda m: ~np.asarray(m)[:, None, None, :],
+        "causal": lambda m: np.asarray(m)[:, None, None, :] & np.tri(m.shape[1], dtype=bool),
+        "as well as padding keys": lambda m: np.asarray(m)[:, None, None, :] & np.asarray(m)[:, None, :, None],
+        "head and query axes": lambda m: m,
+    }  # fmt: skip
+    for words, fn in mistakes.items():
+        outcome = check.padding_mask(fn)
+        assert not outcome and words in str(outcome), (words, str(outcome))
+    garbage = {
+        "returned None": lambda m: None,
+        "ZeroDivisionError": lambda m: 1 / 0,
+        "generator": lambda m: (x for x in m),
+        "bytes": lambda m: b"mask",
+        "NaN": lambda m: np.full(m.shape, np.nan)[:, None, None, :],
+        "1/0": lambda m: 2 * np.asarray(m)[:, None, None, :],
+        "missing 1 required": lambda m, extra: m,
+        "object": lambda m: {"a": 1},
+    }
+    for words, fn in garbage.items():
+        outcome = check.padding_mask(fn)
+        assert not outcome and words in str(outcome), (words, str(outcome))
+    assert not check.padding_mask(None)
+
+
+def test_greedy_counterexample_checker():
+    assert check.greedy_counterexample("abc", {"ab", "a", "##bc"})
+    assert check.greedy_counterexample("abc", ["ab", "a", "##bc"])
+    assert check.greedy_counterexample("abc", ("ab", "a", "##bc", "[UNK]"))
+    assert check.greedy_counterexample("abcd", iter(["abc", "a", "##bcd"]))
+    wrong = {
+        "covers": ("abc", {"abc"}),  # greedy succeeds
+        "'##'": ("abc", {"ab", "a", "bc"}),  # a continuation without ##
+        "no cut": ("abc", {"x"}),  # nothing can cover it
+        "at most six": ("abc", {f"p{i}" for i in range(9)}),
+        "replace None": (None, None),
+        "non-empty str": (5, {"a"}),
+        "set (or list)": ("abc", "ab a ##bc"),
+        "every piece": ("abc", [1, 2]),
+    }
+    for words, args in wrong.items():
+        outcome = check.greedy_counterexample(*args)
+        assert not outcome and words in str(outcome), (words, str(outcome))
+    with pytest.raises(AssertionError):
+        check.greedy_counterexample("abc", {"abc"}, require=True)
+
+
+def test_head_losses_checker_names_the_bugs_of_the_exercise_and_survives_garbage():
+    def ce(z, y):
+        return F.cross_entropy(z.reshape(-1, z.shape[-1]), y.reshape(-1), ignore_index=-100)
+
+    def span(s, e, a, b):
+        return (ce(s, a) + ce(e, b)) / 2
+
+    assert check.head_losses(ce, span, ce)
+    as_float32 = lambda z, y: ce(z.float(), y)  # noqa: E731
+    assert check.head_losses(as_float32, span, as_float32)  # float32 is close enough
+    assert check.head_losses(lambda z, y: float(ce(z, y)), span, lambda z, y: ce(z, y).numpy())
+
+    def softmax_no_log(z, y):
+        return -torch.softmax(z, -1)[torch.arange(len(y)), y].mean()
+
+    def tagging_over_all(z, t):
+        logp = torch.log_softmax(z, -1).gather(-1, t.clamp(min=0)[..., None])[..., 0]
+        return -(logp * (t != -100)).mean()
+
+    mistakes = {
+        "softmax but not its log": (softmax_no_log, span, ce),
+        "not their sum": (ce, lambda s, e, a, b: ce(s, a) + ce(e, b), ce),
+        "tagged positions only": (ce, span, tagging_over_all),
+        "as class 0": (ce, span, lambda z, t: ce(z, t.clamp(min=0))),
+        "only the start": (ce, lambda s, e, a, b: ce(s, a), ce),
+    }
+    for words, fns in mistakes.items():
+        outcome = check.head_losses(*fns)
+        assert not outcome and words in str(outcome), (words, str(outcome))
+    garbage = {
+        "one number": (lambda z, y: None, span, ce),
+        "shape": (lambda z, y: torch.zeros(3), span, ce),
+        "NaN": (lambda z, y: torch.tensor(float("nan")), span, ce),
+        "ZeroDivisionError": (lambda z, y: 1 / 0, span, ce),
+        "must be a function": (ce, "span", ce),
+        "one number (a 0-dim": (ce, span, lambda z, t: "loss"),
+    }
+    for words, fns in garbage.items():
+        outcome = check.head_losses(*fns)
+        assert not outcome and words in str(outcome), (words, str(outcome))
+
+
+def test_wordpiece_and_span_checkers_survive_garbage_and_accept_every_form():
+    from course_lib.bert.wordpiece import encode_word
+
+    assert check.wordpiece_encode(lambda w, v: tuple(encode_word(w, v)))
+    assert check.best_span(lambda s, e, m: np.array(ft.best_span(s, e, m)))
+    assert check.best_span(lambda s, e, m: [np.int64(v) for v in ft.best_span(s, e, m)])
+    assert check.best_span(lambda s, e, m: torch.tensor(ft.best_span(s, e, m)))
+    for fn in (lambda w, v: None, lambda w, v: 1 / 0, lambda w, v: b"the", lambda w, v: iter([w]),
+               lambda w, v: [1, 2], lambda w: [w], lambda w, v: "there"):  # fmt: skip
+        outcome = check.wordpiece_encode(fn)
+        assert not outcome and outcome.details, fn
+    for fn in (lambda s, e, m: None, lambda s, e, m: (np.nan, 1), lambda s, e, m: "ab",
+               lambda s, e, m: (1, 2, 3), lambda s, e: (0, 0), lambda s, e, m: 1 / 0):  # fmt: skip
+        outcome = check.best_span(fn)
+        assert not outcome and outcome.details, fn
+    assert not check.wordpiece_encode(None) and not check.best_span("best_span")

@@ -172,14 +172,17 @@ def test_handouts_into_a_folder_that_cannot_be_made(tmp_path):
     assert rc == 1 and out.strip().splitlines()[-1].startswith(f"error: {blocker}")
 
 
-def test_grade_without_landlock_refuses_and_says_why(monkeypatch, capsys):
+def test_grade_without_landlock_or_namespaces_refuses_and_says_why(monkeypatch, capsys):
     from tools import grade, sandbox
 
     monkeypatch.setattr(sandbox, "landlock_abi", lambda: 0)
+    monkeypatch.setattr(sandbox, "_try_namespaces", lambda userns: "not allowed here")
+    monkeypatch.setattr(sandbox, "_try_bwrap", lambda path: "not allowed here")
+    monkeypatch.setattr(sandbox, "_PLAN", None)
     with pytest.raises(SystemExit):
         grade.main(["02_softmax", "x.ipynb"])
     err = capsys.readouterr().err
-    assert "no Landlock sandbox" in err and "--no-sandbox" in err
+    assert "neither namespaces" in err and "Landlock" in err and "--no-sandbox" in err
 
 
 @SLOW

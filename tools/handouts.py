@@ -4,8 +4,9 @@
     python -m tools.handouts 01_matmul --out /tmp/class
 
 A worksheet keeps the chapter's title cell, its set-up cell (the imports and the checkers), any
-cell tagged ``worksheet`` (context an exercise needs: a definition, a dataset), and the
-``## Exercises`` section up to the summary. Cells tagged ``solution`` (the solution code and the
+cell tagged ``worksheet`` (context an exercise needs: a definition, a dataset, an exercise set
+inside the lesson, whose solution cells the key keeps), and the ``## Exercises`` section up to
+the summary. Cells tagged ``solution`` (the solution code and the
 ``{solution-start}``/``{solution-end}`` markers around it) are removed, and every output is
 cleared so that students run it themselves. The stub cells, which call the checkers, stay.
 """
@@ -13,6 +14,7 @@ cleared so that students run it themselves. The stub cells, which call the check
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from pathlib import Path
 
@@ -54,11 +56,36 @@ def worksheet(nb: nbformat.NotebookNode, solutions: bool = False) -> nbformat.No
             break
         end += 1
     keep = [*cells[:lead], cells[lead], cells[first_code]]
-    keep += [c for c in cells[first_code + 1 : start] if CONTEXT_TAG in c.metadata.get("tags", [])]
+    keep += _context(cells[first_code + 1 : start])
     keep += cells[start:end]
     out = nbformat.from_dict(nb)
     out.cells = keep
     return strip(out, solutions=solutions)
+
+
+_LABEL = re.compile(r":label:\s*(\S+)")
+_SOLUTION_START = re.compile(r"\{solution-start\}\s*(\S+)")
+
+
+def _context(lesson: list) -> list:
+    """The lesson's cells tagged ``worksheet``, and the solution cells (from its
+    ``{solution-start}`` to its ``{solution-end}``) of each exercise among them, so that the
+    key of an exercise set inside the lesson holds its solution too (a hand-out drops them)."""
+    out, labels, inside = [], set(), False
+    for c in lesson:
+        tags = c.metadata.get("tags", [])
+        if CONTEXT_TAG in tags:
+            out.append(c)
+            labels.update(_LABEL.findall(c.source) if c.cell_type == "markdown" else [])
+            continue
+        if TAG not in tags:
+            continue
+        start = _SOLUTION_START.search(c.source)
+        inside = inside or bool(start and start.group(1) in labels)
+        if inside:
+            out.append(c)
+            inside = "{solution-end}" not in c.source
+    return out
 
 
 def strip(nb: nbformat.NotebookNode, solutions: bool = False) -> nbformat.NotebookNode:

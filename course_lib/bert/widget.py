@@ -2,6 +2,9 @@
 
 * :func:`visibility`: which keys each query may attend to, in BERT (every real token) and in GPT
   (itself and the past); the chapter's bidirectional-versus-causal picture.
+* :func:`masking_rows`: what BERT's corruption does to each token of a sentence, from the draws
+  :func:`~course_lib.bert.masking.mask_tokens` makes with a seed; :func:`render_masking` shows
+  them as a table and :func:`masking_viewer` wires a text box and a seed slider to it.
 * :func:`top_predictions`: a sentence with ``[MASK]`` in it, and the model's best guesses for
   each ``[MASK]``; :func:`mask_filler` wires a text box to it with
   :func:`course_lib.interact.live_html`.
@@ -17,13 +20,15 @@ import html
 import numpy as np
 import torch
 
-from course_lib.bert.data import MASK, pack
+from course_lib.bert.data import CLS, MASK, PAD, SEP, pack
+from course_lib.bert.inputs import IGNORE
+from course_lib.bert.masking import corrupt, masking_draws
 from course_lib.checks import check_choice, check_int
 from course_lib.interact import live_html
 
 __all__ = [
-    "attention_viewer", "head_maps", "mask_filler", "render_heads", "render_predictions",
-    "top_predictions", "visibility",
+    "attention_viewer", "head_maps", "mask_filler", "masking_rows", "masking_viewer",
+    "render_heads", "render_masking", "render_predictions", "top_predictions", "visibility",
 ]  # fmt: skip
 
 
@@ -46,6 +51,67 @@ def visibility(L: int, kind: str = "bidirectional", n_pad: int = 0) -> np.ndarra
     if n_pad:
         see[:, L - n_pad :] = False  # padding is hidden from every query
     return see
+
+
+def masking_rows(tok, text: str, seed: int) -> list[tuple[str, float, str, str, str]]:
+    """BERT's corruption of ``[CLS] text [SEP]`` with the draws of ``mask_tokens`` and
+    ``np.random.default_rng(seed)``: per token (piece, u, fate, shown piece, label piece), the
+    fate one of ``"special"``, ``"not chosen"``, ``"[MASK]"``, ``"random"``, ``"unchanged"``.
+
+    >>> from course_lib.bert.data import tokenizer
+    >>> rows = masking_rows(tokenizer(), "To be, or not to be", seed=1)
+    >>> rows[0][2], rows[-1][2], {r[2] for r in rows} <= {"special", "not chosen", "[MASK]",
+    ...                                                    "random", "unchanged"}
+    ('special', 'special', True)
+    """
+    if not isinstance(text, str):
+        raise TypeError(f"text must be a str, got {type(text).__name__}")
+    check_int(seed, "seed", low=0)
+    ids = np.array([CLS, *tok.encode(text), SEP])
+    specials = (PAD, CLS, SEP, MASK)
+    u, random_ids = masking_draws(ids.shape, np.random.default_rng(seed), mask_id=MASK,
+                                  vocab_size=len(tok.vocab), special_ids=specials)  # fmt: skip
+    shown, labels = corrupt(ids, u, random_ids, mask_id=MASK, special_ids=specials)
+    out = []
+    for t, v, x, y in zip(ids, u, shown, labels, strict=True):
+        if t in specials:
+            fate = "special"
+        elif y == IGNORE:
+            fate = "not chosen"
+        else:
+            fate = "[MASK]" if x == MASK else "random" if v < 0.135 else "unchanged"
+        label = "" if y == IGNORE else tok.decode([int(y)])
+        out.append((tok.decode([int(t)]), round(float(v), 3), fate, tok.decode([int(x)]), label))
+    return out
+
+
+def render_masking(rows: list[tuple[str, float, str, str, str]]) -> str:
+    """The rows of :func:`masking_rows` as an HTML table, the chosen positions in bold."""
+    head = "<tr><th>token</th><th>u</th><th>what happens</th><th>model sees</th><th>label</th></tr>"
+    body = []
+    for piece, u, fate, shown, label in rows:
+        style = ' style="font-weight:bold"' if label else ""
+        cells = (
+            f"<code>{html.escape(repr(piece))}</code>",
+            "" if fate == "special" else f"{u:.3f}",
+            fate,
+            f"<code>{html.escape(repr(shown))}</code>",
+            f"<code>{html.escape(repr(label))}</code>" if label else "-100 (ignored)",
+        )
+        body.append(f"<tr{style}>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
+    return f'<table class="bert-masking">{head}{"".join(body)}</table>'
+
+
+def masking_viewer(
+    tok, text: str = "Friends, Romans, countrymen, lend me your ears", seed: int = 0
+):
+    """Type a sentence and move the seed: see which tokens BERT's corruption chooses and shows."""
+    import ipywidgets as w
+
+    box = w.Text(value=text, description="text", layout=w.Layout(width="95%"))
+    draw = w.IntSlider(value=seed, min=0, max=20, description="seed")
+    out = live_html([box, draw], lambda: render_masking(masking_rows(tok, box.value, draw.value)))
+    return w.VBox([w.HBox([box, draw]), out])
 
 
 def top_predictions(model, tok, text: str, k: int = 5) -> list[list[tuple[str, float]]]:

@@ -5,9 +5,10 @@
   the pieces, a gain of about ``count(ab) * log(count(ab) N / (count(a) count(b)))``: frequency
   times pointwise mutual information (PMI). The Hugging Face course teaches a simplification
   that drops the frequency and scores a pair by the ratio ``count(ab) / (count(a) count(b))``
-  alone (chapter 9's ``course_lib.bert.wordpiece`` implements it). Hugging Face's *library*
-  computes neither: ``tokenizers.trainers.WordPieceTrainer`` wraps the library's BPE trainer
-  (``src/models/wordpiece/trainer.rs``), so it merges by frequency, with the ``##`` prefix.
+  alone (``course_lib.bpe.wordpiece`` implements it, for chapters 7 and 9). Hugging Face's
+  *library* computes neither: ``tokenizers.trainers.WordPieceTrainer`` wraps the library's
+  BPE trainer (``src/models/wordpiece/trainer.rs``), so it merges by frequency, with the
+  ``##`` prefix.
   BERT's release marks word-internal pieces with ``##`` (GNMT instead marks word *starts* with
   ``_``); encoding is greedy longest-match from the left.
 * **Unigram** (SentencePiece; Kudo 2018) goes the other way: it starts from a large set of
@@ -90,7 +91,7 @@ def compare_subword_methods(train_text: str, test_text: str, vocab_size: int = 2
     >>> sorted(table["Unigram"])
     ['tokens per word', 'vocabulary used', 'without white-space tokens']
     """
-    from course_lib.bert import wordpiece as wp
+    from course_lib.bpe import wordpiece as wp
 
     if not isinstance(train_text, str) or not isinstance(test_text, str):
         raise TypeError("train_text and test_text must be str")

@@ -15,7 +15,7 @@ import torch.nn.functional as F
 from course_lib.checks import as_tensor, check_real, fmt_shape, same_device_and_dtype
 from course_lib.peft.reference import check_lora_shapes
 
-__all__ = ["lora_linear", "lora_weight", "prefix_attention"]
+__all__ = ["dora_weight", "lora_linear", "lora_weight", "prefix_attention"]
 
 
 def _checked(W: Any, A: Any, B: Any, alpha: Any) -> tuple[torch.Tensor, ...]:
@@ -38,6 +38,26 @@ def lora_weight(W: Any, A: Any, B: Any, alpha: float) -> torch.Tensor:
     """
     W, A, B, scale = _checked(W, A, B, alpha)
     return torch.addmm(W, B, A, alpha=scale)  # W + scale * (B @ A), one fused call
+
+
+def dora_weight(W: Any, A: Any, B: Any, m: Any, alpha: float) -> torch.Tensor:
+    """DoRA's weight ``m * V / ||V||``, ``V = W + (alpha / r) B A``, norms per output unit: (d, k).
+
+    >>> W = torch.tensor([[3.0, 4.0], [0.0, 2.0]])
+    >>> dora_weight(W, torch.ones(1, 2), torch.zeros(2, 1), torch.ones(2), alpha=1.0)
+    tensor([[0.6000, 0.8000],
+            [0.0000, 1.0000]])
+    """
+    V = lora_weight(W, A, B, alpha)  # (d, k)
+    m = as_tensor(m, "m", ndim=1)
+    same_device_and_dtype(m=m, W=V)
+    if m.shape != (V.shape[0],):
+        raise ValueError(
+            f"m must have one length per output unit, shape ({V.shape[0]},), got {fmt_shape(m.shape)}"
+        )
+    wide = V if V.dtype in (torch.float32, torch.float64) else V.float()  # 16-bit: float32 inside
+    norms = torch.linalg.vector_norm(wide, dim=1).to(V.dtype)  # (d,): one per output unit
+    return m[:, None] * V / norms[:, None]
 
 
 def lora_linear(x: Any, W: Any, A: Any, B: Any, alpha: float, b: Any = None) -> torch.Tensor:

@@ -86,6 +86,7 @@ def _curve(c: Any) -> dict[str, list]:
         "steps": list(c.steps),
         "loss": [None if v != v else round(v, 4) for v in c.loss],  # NaN at step 0
         "accuracy": [round(a, 4) for a in c.accuracy],
+        **({"held_out_loss": [round(v, 4) for v in c.held_out_loss]} if c.held_out_loss else {}),
     }
 
 

@@ -18,7 +18,7 @@ import numpy as np
 
 from course_lib.checks import as_array, check_real, fmt_shape
 
-__all__ = ["lora_linear", "lora_weight", "prefix_attention"]
+__all__ = ["dora_weight", "lora_linear", "lora_weight", "prefix_attention"]
 
 
 def check_lora_shapes(W_shape: tuple, A_shape: tuple, B_shape: tuple) -> int:
@@ -71,6 +71,34 @@ def lora_weight(W: Any, A: Any, B: Any, alpha: float) -> np.ndarray:
     for j in range(r):  # B A = sum over the rank of outer products of B's columns with A's rows
         update += np.outer(B[:, j], A[j, :])
     return W + (alpha / r) * update
+
+
+def dora_weight(W: Any, A: Any, B: Any, m: Any, alpha: float) -> np.ndarray:
+    """DoRA's weight (Liu et al., 2024): ``m * V / ||V||`` with ``V = W + (alpha / r) B A``: (d, k).
+
+    The LoRA-updated matrix ``V`` gives the direction; the trained vector ``m`` (d,) gives each
+    output unit's length. ``||V||`` is the norm of each output unit's weights, a row of our
+    (d_out, d_in) matrix (the paper's "column-wise" norm: it writes the transposed matrix).
+    DoRA starts with ``B = 0`` and ``m = ||W||``, so the layer starts unchanged.
+
+    >>> W = np.array([[3.0, 4.0], [0.0, 2.0]])
+    >>> dora_weight(W, np.ones((1, 2)), np.zeros((2, 1)), np.array([5.0, 2.0]), alpha=1.0)
+    array([[3., 4.],
+           [0., 2.]])
+    >>> dora_weight(W, np.ones((1, 2)), np.zeros((2, 1)), np.array([1.0, 1.0]), alpha=1.0)
+    array([[0.6, 0.8],
+           [0. , 1. ]])
+    """
+    V = lora_weight(W, A, B, alpha)  # (d, k): the direction before normalising
+    m = as_array(m, "m", ndim=1)
+    if m.shape != (V.shape[0],):
+        raise ValueError(
+            f"m must have one length per output unit, shape ({V.shape[0]},), got {fmt_shape(m.shape)}"
+        )
+    norms = np.sqrt((V**2).sum(axis=1))  # (d,): one norm per output unit (a row of V)
+    if np.any(norms == 0):
+        raise ValueError("a row of W + (alpha / r) B A is zero: its direction is undefined")
+    return m[:, None] * V / norms[:, None]
 
 
 def lora_linear(x: Any, W: Any, A: Any, B: Any, alpha: float, b: Any = None) -> np.ndarray:

@@ -43,6 +43,19 @@ SPECS.append(
 
 
 @st.composite
+def dora_factors(draw: st.DrawFn) -> Case:
+    rng = seeded_rng(draw)
+    d, k = draw(dims), draw(dims)
+    r = draw(st.integers(1, min(d, k)))
+    W, A, B = (rng.standard_normal(s) for s in ((d, k), (r, k), (d, r)))
+    m = rng.uniform(0.5, 2.0, d)  # positive lengths
+    return Case((W, A, B, m, draw(alphas)))
+
+
+SPECS.append(Spec("peft", "dora_weight", dora_factors(), dtypes=("float64", "float32")))
+
+
+@st.composite
 def prefix_inputs(draw: st.DrawFn) -> Case:
     rng = seeded_rng(draw)
     T, P, dk = draw(st.integers(1, 6)), draw(st.integers(0, 4)), draw(st.integers(1, 8))

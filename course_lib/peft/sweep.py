@@ -1,21 +1,15 @@
-"""The chapter's controlled sweeps: LoRA's rank with alpha held fixed, and prompt and prefix tuning
-over learning rates, on the reversal task and on the copy task (the control).
+"""The chapter's controlled sweep of LoRA's rank with alpha held fixed (part 1, section 13.6).
 
 Each run is :func:`course_lib.peft.task.fine_tune` (Adam, batch 32, constant learning rate) from
 chapter 8's pre-trained GPT, like :mod:`course_lib.peft.compare`; a run's ``seed`` s draws the
-adapters from seed s and the batches from seed s + 1 (seed 0 is the comparison's setting). Two
-groups of runs, each written to its own JSON by its own command:
+adapters from seed s and the batches from seed s + 1 (seed 0 is the comparison's setting). One
+group of runs, written to its JSON by its command (prompt and prefix tuning are studied by
+:mod:`course_lib.peft.elicit`):
 
 ``rank`` (``python -m course_lib.peft.sweep rank data/peft/sweep_rank.json``)
     LoRA on all four matrices of every block at ranks 1, 2, 4, 8 with alpha = 8 for every rank
     (so the update's scale alpha / r falls as r grows), seeds 0 and 1; the comparison's alpha = 2r
     at the second seed (r = 1, 2, 8; r = 4 has alpha = 8 either way); LoRA r = 4 on the copy task.
-``prompt`` (``python -m course_lib.peft.sweep prompt data/peft/sweep_prompt.json``)
-    Prompt tuning, prefix tuning trained directly and prefix tuning through Li and Liang's MLP
-    (hidden width 128), 8 virtual tokens, each at the learning rates 5e-5 (Li and Liang's),
-    3e-3 and 0.3 (Lester et al.'s), seed 0, on the reversal task (1000 steps) and the copy
-    task (``--copy-steps``, 500 by default); then seed 1 of each method's best learning rate
-    (lowest mean training loss over the last three evaluations) on each task of ``--repeat-on``.
 
 Every run records its settings, its loss and accuracy curves (every 100 steps), its final
 held-out accuracy and its wall-clock seconds (which include the evaluations and depend on the
@@ -35,13 +29,9 @@ from typing import Any
 import torch
 
 from course_lib.checks import check_int
-from course_lib.peft.task import TASKS
 
 __all__ = [
     "GROUPS",
-    "LRS",
-    "PROMPT_METHODS",
-    "best_lr",
     "final_loss",
     "first_step",
     "from_comparison",
@@ -54,13 +44,7 @@ __all__ = [
 ]
 
 ALL = ("w_qkv", "w_o", "w_1", "w_2")
-LRS = (5e-5, 3e-3, 0.3)
-PROMPT_METHODS = {
-    "prompt": {"prompt_tokens": 8},
-    "prefix": {"prefix_tokens": 8},
-    "prefix mlp": {"prefix_tokens": 8, "prefix_projection": 128},
-}
-GROUPS = ("rank", "prompt")
+GROUPS = ("rank",)
 
 
 def _lora(rank: int, alpha: float) -> dict[str, Any]:
@@ -68,12 +52,10 @@ def _lora(rank: int, alpha: float) -> dict[str, Any]:
 
 
 def runs_of(group: str, steps: int = 1000, copy_steps: int = 500) -> list[dict[str, Any]]:
-    """The fixed runs of a group (``prompt``'s second seeds are chosen after its first ones).
+    """The runs of a group.
 
     >>> [r["name"] for r in runs_of("rank")][:3]
     ['lora r=1 alpha=8', 'lora r=2 alpha=8', 'lora r=4 alpha=8']
-    >>> len(runs_of("prompt"))
-    18
     """
     if group not in GROUPS:
         raise ValueError(f"group must be one of {GROUPS}, got {group!r}")
@@ -92,18 +74,12 @@ def runs_of(group: str, steps: int = 1000, copy_steps: int = 500) -> list[dict[s
             }
         )
 
-    if group == "rank":
-        for seed in (0, 1):
-            for r in (1, 2, 4, 8):
-                add(f"lora r={r} alpha=8", "lora", 3e-3, seed, _lora(r, 8.0), "reverse", steps)
-        for r in (1, 2, 8):
-            add(f"lora r={r} alpha={2 * r}", "lora", 3e-3, 1, _lora(r, 2.0 * r), "reverse", steps)
-        add("lora r=4 alpha=8", "lora", 3e-3, 0, _lora(4, 8.0), "copy", copy_steps)
-        return out
-    for task, n in (("reverse", steps), ("copy", copy_steps)):
-        for method, kw in PROMPT_METHODS.items():
-            for lr in LRS:
-                add(method, method, lr, 0, kw, task, n)
+    for seed in (0, 1):
+        for r in (1, 2, 4, 8):
+            add(f"lora r={r} alpha=8", "lora", 3e-3, seed, _lora(r, 8.0), "reverse", steps)
+    for r in (1, 2, 8):
+        add(f"lora r={r} alpha={2 * r}", "lora", 3e-3, 1, _lora(r, 2.0 * r), "reverse", steps)
+    add("lora r=4 alpha=8", "lora", 3e-3, 0, _lora(4, 8.0), "copy", copy_steps)
     return out
 
 
@@ -169,14 +145,6 @@ def summary(
     return rows
 
 
-def best_lr(runs: list[dict[str, Any]], method: str, task: str) -> float:
-    """The learning rate of ``method`` on ``task`` whose seed-0 run ended at the lowest loss."""
-    cands = [r for r in runs if r["name"] == method and r["task"] == task and r["seed"] == 0]
-    if not cands:
-        raise ValueError(f"no seed-0 run of {method!r} on {task!r}")
-    return min(cands, key=final_loss)["lr"]
-
-
 def mean_se(values: list[float]) -> tuple[float, float]:
     """Mean and standard error (sample standard deviation / sqrt(n); 0 for one value).
 
@@ -223,9 +191,7 @@ def run_one(spec: dict[str, Any], base: Any, eval_every: int = 100, eval_example
     }
 
 
-def sweep(
-    group: str, out: Path, steps: int, copy_steps: int, argv: list[str], repeat_on=TASKS
-) -> dict:
+def sweep(group: str, out: Path, steps: int, copy_steps: int, argv: list[str]) -> dict:
     from course_lib.peft.task import load_base
 
     torch.manual_seed(0)
@@ -268,23 +234,6 @@ def sweep(
 
     for spec in runs_of(group, steps, copy_steps):
         go(spec)
-    if group == "prompt":
-        for task, n in (("reverse", steps), ("copy", copy_steps)):
-            if task not in repeat_on:
-                continue
-            for method, kw in PROMPT_METHODS.items():
-                lr = best_lr(record["runs"], method, task)
-                go(
-                    {
-                        "name": method,
-                        "method": method,
-                        "lr": lr,
-                        "seed": 1,
-                        "kw": kw,
-                        "task": task,
-                        "steps": n,
-                    }
-                )
     record["complete"] = True
     save()
     return record
@@ -300,21 +249,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("out", help="where to write the JSON")
     parser.add_argument("--steps", type=int, default=1000)
     parser.add_argument("--copy-steps", type=int, default=500)
-    parser.add_argument(
-        "--repeat-on",
-        nargs="+",
-        choices=TASKS,
-        default=list(TASKS),
-        help="tasks of the seed-1 runs",
-    )
     args = parser.parse_args(argv)
     check_int(args.steps, "steps", low=1)
     check_int(args.copy_steps, "copy_steps", low=1)
     torch.set_num_threads(1)
     warnings.filterwarnings("ignore")
-    rec = sweep(
-        args.group, Path(args.out), args.steps, args.copy_steps, argv, tuple(args.repeat_on)
-    )
+    rec = sweep(args.group, Path(args.out), args.steps, args.copy_steps, argv)
     print(f"wrote {args.out} in {rec['runtime_s']:.0f} s")
     return 0
 

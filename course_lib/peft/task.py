@@ -169,6 +169,20 @@ def accuracy(model: nn.Module, tokens: torch.Tensor) -> float:
 
 
 @torch.no_grad()
+def _evaluate(model: nn.Module, tokens: torch.Tensor) -> tuple[float, float]:
+    """Exact-match accuracy and answer loss on ``tokens``, from one forward pass."""
+    was_training = model.training
+    model.eval()
+    s = _answer_slice(tokens)
+    logits = model(tokens[:, :-1])[:, s]  # (B, n_letters, V)
+    targets = tokens[:, 1:][:, s]  # (B, n_letters)
+    model.train(was_training)
+    acc = (logits.argmax(-1) == targets).all(dim=1).float().mean().item()
+    loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1)).item()
+    return acc, loss
+
+
+@torch.no_grad()
 def greedy_answers(model: nn.Module, words: Sequence[str], tok: Any = None) -> list[str]:
     """What ``model`` writes after ``word:``, greedily, one character per answer letter."""
     tok = tok or tokenizer()
@@ -184,11 +198,13 @@ def greedy_answers(model: nn.Module, words: Sequence[str], tok: Any = None) -> l
 
 @dataclass
 class Curve:
-    """What a training run recorded: steps, training losses, evaluation accuracies."""
+    """What a training run recorded: steps, training losses (the batch of that step), held-out
+    accuracies and held-out losses (on every held-out example)."""
 
     steps: list[int] = field(default_factory=list)
     loss: list[float] = field(default_factory=list)
     accuracy: list[float] = field(default_factory=list)
+    held_out_loss: list[float] = field(default_factory=list)
 
 
 def fine_tune(
@@ -207,7 +223,8 @@ def fine_tune(
 
     Step ``s`` trains on ``reverse_examples(batch, seed=1_000_000 * seed + s)``; the accuracy is
     measured on ``eval_examples`` held-out examples (seed :data:`HELD_OUT_SEED`) at step 0, every
-    ``eval_every`` steps and at the end. ``progress`` shows a progress bar. ``task="copy"``
+    ``eval_every`` steps and at the end, with the answer loss on the same examples (the training
+    loss recorded beside it is that of one batch, noisier). ``progress`` shows a progress bar. ``task="copy"``
     trains and evaluates on the copy task instead (same words).
     """
     task = _check_task(task)
@@ -220,7 +237,8 @@ def fine_tune(
         raise ValueError("the model has no trainable parameters")
     opt = torch.optim.Adam(params, lr=lr)
     held_out = reverse_examples(eval_examples, seed=HELD_OUT_SEED, task=task)
-    curve = Curve([0], [float("nan")], [accuracy(model, held_out)])
+    acc, held_loss = _evaluate(model, held_out)
+    curve = Curve([0], [float("nan")], [acc], [held_loss])
     bar = None
     if progress:
         from tqdm.auto import tqdm
@@ -236,7 +254,9 @@ def fine_tune(
         if step % eval_every == 0 or step == steps:
             curve.steps.append(step)
             curve.loss.append(loss.item())
-            curve.accuracy.append(accuracy(model, held_out))
+            acc, held_loss = _evaluate(model, held_out)
+            curve.accuracy.append(acc)
+            curve.held_out_loss.append(held_loss)
         if bar is not None:
             bar.update(1)
         if callback is not None:

@@ -21,7 +21,7 @@ from course_lib.block.config import DecoderConfig
 from course_lib.interact import live_html
 from course_lib.peft.counting import METHODS, memory_bytes, trainable_parameters
 
-__all__ = ["curve_key", "method_explorer", "method_html"]
+__all__ = ["curve_key", "method_explorer", "method_html", "steer_explorer", "steer_html"]
 
 TARGETS_ALL = ("w_qkv", "w_o", "w_1", "w_2")
 Curves = Mapping[str, tuple[Sequence[int], Sequence[float]]]
@@ -84,3 +84,66 @@ def method_explorer(config: DecoderConfig, curves: Curves, ranks: Sequence[int] 
     rank = w.SelectionSlider(options=list(ranks), value=ranks[len(ranks) // 2], description="rank")
     out = live_html([method, rank], lambda: method_html(config, method.value, rank.value, curves))
     return w.VBox([w.HBox([method, rank]), out])
+
+
+def _svg_lines(
+    lines: Sequence[tuple[Sequence[int], Sequence[float]]], w: int = 320, h: int = 140
+) -> str:
+    """Several accuracy curves in one small inline SVG chart (a colour per line)."""
+    colours = ("#0072B2", "#D55E00", "#009E73", "#CC79A7")
+    x_max = max((max(s) for s, _ in lines if s), default=1) or 1
+    body = "".join(
+        f'<polyline fill="none" stroke="{colours[i % len(colours)]}" stroke-width="2" points="'
+        + " ".join(
+            f"{30 + (w - 40) * s / x_max:.1f},{h - 20 - (h - 30) * a:.1f}"
+            for s, a in zip(steps, acc, strict=True)
+        )
+        + '"/>'
+        for i, (steps, acc) in enumerate(lines)
+    )
+    return (
+        f'<svg width="{w}" height="{h}" role="img" aria-label="accuracy against step, per seed">'
+        f'<line x1="30" y1="{h - 20}" x2="{w - 10}" y2="{h - 20}" stroke="#555"/>'
+        f'<line x1="30" y1="10" x2="30" y2="{h - 20}" stroke="#555"/>'
+        f'<text x="2" y="14" font-size="10">1.0</text><text x="2" y="{h - 20}" font-size="10">0</text>'
+        f'<text x="{w // 2 - 20}" y="{h - 4}" font-size="10">step (0 to {x_max})</text>{body}</svg>'
+    )
+
+
+def steer_html(runs: Sequence[Mapping], method: str, init: str, lr: float) -> str:
+    """One setting of the code study's grid: accuracy per seed (mean over codes), and the loss."""
+    from course_lib.peft.elicit import code_curves, grid_loss
+
+    by_seed = code_curves(list(runs), method=method, init=init, lr=lr)
+    rows = "".join(
+        f"<tr><td>seed {seed}</td>"
+        + "".join(
+            f"<td style='text-align:right'>{c['accuracy'][c['steps'].index(s)]:.2f}</td>"
+            for s in (0, 10, 20, c["steps"][-1])
+        )
+        + "</tr>"
+        for seed, c in by_seed.items()
+    )
+    last = next(iter(by_seed.values()))["steps"][-1]
+    head = "".join(f"<th>step {s}</th>" for s in (0, 10, 20, last))
+    loss = grid_loss(list(runs), method=method, init=init, lr=lr)
+    return (
+        f"<div class='peft-explorer'><p><b>{_html.escape(method)}</b> tuning from "
+        f"<b>{_html.escape(init)}</b> at learning rate {lr:g}: loss averaged over the run "
+        f"{loss:.3f}</p><table><tr><th></th>{head}</tr>{rows}</table>"
+        f"{_svg_lines([(c['steps'], c['accuracy']) for c in by_seed.values()])}</div>"
+    )
+
+
+def steer_explorer(runs: Sequence[Mapping]):
+    """Menus for the method and the start, a slider over the grid's learning rates."""
+    import ipywidgets as w
+
+    lrs = sorted({r["lr"] for r in runs})
+    method = w.Dropdown(options=["prompt", "prefix"], value="prompt", description="method")
+    init = w.Dropdown(options=["text", "random"], value="text", description="start")
+    lr = w.SelectionSlider(options=lrs, value=lrs[len(lrs) // 2], description="learning rate")
+    out = live_html(
+        [method, init, lr], lambda: steer_html(runs, method.value, init.value, lr.value)
+    )
+    return w.VBox([w.HBox([method, init, lr]), out])
