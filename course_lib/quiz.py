@@ -8,6 +8,9 @@ A chapter's quiz lives in ``data/quizzes/NN_topic.yml``: a list of questions, ea
   ``compute`` expression that ``course_lib`` evaluates (the tests hold ``answer`` equal to it),
   and optionally ``mistakes``: common wrong values with the ``why`` of each.
 
+Each question also names the ``section`` of the notebook it tests (``"2.3"``), shown beside it so
+that a learner knows where to read again; the tests hold every core section named.
+
 :func:`check_answer` grades one answer and says why; :func:`show` is the widget
 (``course_lib.quiz.show("02_softmax")`` in a notebook), :func:`page_html` the website's version
 (plain HTML and a small script, no kernel and no request off the page), built by
@@ -63,6 +66,8 @@ def validate(questions: list[dict[str, Any]], where: str = "quiz") -> None:
         at = f"{where}, question {i}"
         if not str(q.get("prompt", "")).strip():
             raise ValueError(f"{at}: no prompt")
+        if "section" in q and not re.fullmatch(r"\d+\.\d+", str(q["section"])):
+            raise ValueError(f"{at}: section must be a number such as '2.3', got {q['section']!r}")
         if q.get("kind") == "choice":
             options = q.get("options") or []
             if len(options) < 2:
@@ -164,6 +169,12 @@ QUIZ_CSS = """
 .course-quiz-feedback { margin-top: 0.5em; font-weight: 500; min-height: 1.2em; }
 .course-quiz-feedback.right { color: var(--course-right, #0a5c2a); }
 .course-quiz-feedback.wrong { color: var(--course-wrong, #8a1c14); }
+.course-quiz-key { display: none; }
+@media print {
+  .course-quiz-q { break-inside: avoid; }
+  .course-quiz-q label, .course-quiz-check, .course-quiz-feedback { display: none; }
+  .course-quiz-key { display: block; break-before: page; }
+}
 """
 
 
@@ -188,13 +199,18 @@ def _payload(q: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def _section(q: dict[str, Any]) -> str:
+    """`` (section 2.3)``, where the question names the section it tests."""
+    return f" <em>(section {q['section']})</em>" if q.get("section") else ""
+
+
 def question_html(q: dict[str, Any], number: int) -> str:
     """One question as static HTML (graded by QUIZ_JS)."""
     data = html.escape(json.dumps(_payload(q)), quote=True)
     parts = [
         # mathjax_process: the site's MathJax typesets only marked elements (myst's setting)
         f'<div class="course-quiz-q mathjax_process" id="quiz-q{number}" data-quiz="{data}">',
-        f"<p><strong>Question {number}.</strong> {_math_html(q['prompt'])}</p>",
+        f"<p><strong>Question {number}.</strong>{_section(q)} {_math_html(q['prompt'])}</p>",
     ]
     if q["kind"] == "choice":
         for i, o in enumerate(q["options"]):
@@ -213,11 +229,40 @@ def question_html(q: dict[str, Any], number: int) -> str:
     return "\n".join(parts)
 
 
+def answer(q: dict[str, Any]) -> str:
+    """A question's answer as text: the right option's, or the number."""
+    if q["kind"] == "choice":
+        return str(next(o["text"] for o in q["options"] if o.get("correct")))
+    value = q["answer"]
+    return f"{value:,}" if float(value).is_integer() else f"{value:.10g}"
+
+
+def answer_key_html(questions: list[dict[str, Any]]) -> str:
+    """Every question's answer and why, for print only (course.pdf ends with the quizzes; the
+    page on screen hides it, so that it gives nothing away there)."""
+    items = "\n".join(
+        f"<li><strong>{_math_html(answer(q))}</strong>{_section(q)}. {_math_html(_why(q))}</li>"
+        for q in questions
+    )
+    return (
+        '<div class="course-quiz-key mathjax_process">\n<p><strong>Answers</strong></p>\n'
+        f"<ol>\n{items}\n</ol>\n</div>"
+    )
+
+
+def _why(q: dict[str, Any]) -> str:
+    if q["kind"] == "choice":
+        return str(next(o["why"] for o in q["options"] if o.get("correct")))
+    return str(q["why"])
+
+
 def page_html(chapter: str) -> str:
-    """The body of a chapter's quiz page: every question, its style and its script."""
+    """The body of a chapter's quiz page: every question, its style and its script, and the
+    answers for print."""
     questions = load(chapter)
     body = "\n".join(question_html(q, i) for i, q in enumerate(questions, 1))
-    return f"<style>{QUIZ_CSS}</style>\n{body}\n<script>{QUIZ_JS}</script>"
+    key = answer_key_html(questions)
+    return f"<style>{QUIZ_CSS}</style>\n{body}\n{key}\n<script>{QUIZ_JS}</script>"
 
 
 def show(chapter: str):
@@ -226,7 +271,7 @@ def show(chapter: str):
 
     rows = []
     for i, q in enumerate(load(chapter), 1):
-        prompt = w.HTMLMath(f"<b>Question {i}.</b> {_math_html(q['prompt'])}")
+        prompt = w.HTMLMath(f"<b>Question {i}.</b>{_section(q)} {_math_html(q['prompt'])}")
         if q["kind"] == "choice":
             control = w.RadioButtons(
                 options=[(o["text"], k) for k, o in enumerate(q["options"])],

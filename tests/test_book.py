@@ -11,6 +11,7 @@ page-relative asset paths are exercised; one chapter is also opened from ``file:
 
 from __future__ import annotations
 
+import html
 import json
 import re
 from html.parser import HTMLParser
@@ -123,6 +124,23 @@ def test_every_toc_entry_has_a_page(site: Path) -> None:
 
 
 @pytest.mark.book
+def test_quiz_pages_are_titled_after_their_chapters(site: Path) -> None:
+    """Each quiz page's <title> and the sidebar's list of quizzes name the chapter (issue 44)."""
+    from course_lib import quiz
+    from tools.build_book import chapter_titles
+
+    titles = chapter_titles()
+    for name in quiz.quiz_names():
+        text = (site / "book" / "quizzes" / f"{name}.html").read_text(encoding="utf-8")
+        tab = re.search(r"<title>(.*?)</title>", text, re.S).group(1)
+        assert html.unescape(tab).startswith(f"Quiz: {titles[name]}"), (name, tab)
+    index = (site / "book" / "intro.html").read_text(encoding="utf-8")
+    listed = re.findall(r'<a class="reference internal" href="quizzes/[^"]*">(.*?)</a>', index)
+    want = [f"Quiz: {titles[n]}" for n in quiz.quiz_names()]
+    assert [html.unescape(re.sub(r"<[^>]+>", "", a)).strip() for a in listed] == want
+
+
+@pytest.mark.book
 def test_pages_load_nothing_from_other_hosts(site: Path) -> None:
     offenders = {}
     pages = sorted(p for p in site.rglob("*.html") if "_vendor" not in p.parts)
@@ -223,10 +241,28 @@ def test_solution_code_is_folded(page: str) -> None:
 # -- the browser ------------------------------------------------------------------------------
 
 
+def check_title(pg, page: str) -> None:
+    """The page's heading names it, and the browser's tab says the same: a chapter by its
+    notebook's title, a quiz page as "Quiz: " and its chapter's title (never the Colab cell's
+    comment, which once titled all of them)."""
+    from tools.build_book import chapter_titles
+
+    heading = pg.locator("h1").first.inner_text().strip().rstrip("#¶").strip()
+    tab = pg.title()
+    assert heading and tab.startswith(heading), f"{page}: tab {tab!r}, heading {heading!r}"
+    assert "Colab" not in heading, f"{page}: titled by the Colab set-up cell: {heading!r}"
+    name = Path(page).name
+    if page.startswith("book/quizzes/"):
+        assert heading == f"Quiz: {chapter_titles()[name]}", f"{page}: {heading!r}"
+    elif page.startswith("notebooks/"):
+        assert heading == chapter_titles()[name], f"{page}: {heading!r}"
+
+
 def check_page(visit: Visit, page: str, shot: str) -> None:
     """Math typeset, figures shown, widgets rendered, no errors, nothing fetched off-host."""
     pg = visit.page
     try:
+        check_title(pg, page)
         is_chapter = page.startswith("notebooks/")
         n_math = pg.locator(".math").count()
         if is_chapter:
@@ -481,6 +517,13 @@ def settle(pg, page: str) -> None:
         pg.wait_for_function(
             f"() => document.querySelectorAll('.widget-subarea').length >= {views}",
             timeout=30_000,
+        )
+    if pg.locator(".course-live").count():  # the live views (tools/live_pages.py) have drawn
+        pg.wait_for_function(
+            "() => [...document.querySelectorAll('.course-live')]"
+            ".every(e => e.dataset.state !== 'loading' && (e.dataset.updates || e.dataset.state"
+            " !== 'ready'))",
+            timeout=60_000,
         )
     if page.startswith("book/quizzes/"):
         answer_quiz(pg)

@@ -4,6 +4,7 @@ verdicts in the page's script as in Python."""
 from __future__ import annotations
 
 import math
+import re
 from pathlib import Path
 
 import numpy as np
@@ -19,10 +20,62 @@ def test_every_chapter_has_a_quiz():
     assert quiz.quiz_names() == CHAPTERS
 
 
+def sections(chapter: str) -> dict[str, bool]:
+    """A notebook's numbered sections, ``{'2.3': True, ...}`` (True where the heading says
+    core), from its ``## N.M Title (core, 6 min)`` headings."""
+    text = (ROOT / "notebooks" / f"{chapter}.py").read_text(encoding="utf-8")
+    found = re.findall(r"^# ## (\d+\.\d+) .*\((core|optional)[,)]", text, flags=re.M)
+    return {number: kind == "core" for number, kind in found}
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS)
+def test_a_quiz_covers_every_core_section(chapter):
+    """At least 12 questions, each naming the section it tests, and every core section named."""
+    questions = quiz.load(chapter)
+    assert len(questions) >= 12, f"{chapter}: {len(questions)} questions, want at least 12"
+    known = sections(chapter)
+    assert known, f"{chapter}: no numbered sections found"
+    named = [str(q.get("section", "")) for q in questions]
+    unknown = [s for s in named if s not in known]
+    assert not unknown, f"{chapter}: questions name sections the notebook lacks: {unknown}"
+    missed = [s for s, core in known.items() if core and s not in named]
+    assert not missed, f"{chapter}: core sections without a question: {missed}"
+
+
+def _words(text: str) -> str:
+    return " ".join(re.sub(r"[^\w$\\.]+", " ", str(text).lower()).split())
+
+
+def _numbers(text: str) -> list[float]:
+    return [float(n.replace(",", "")) for n in re.findall(r"\d[\d,]*(?:\.\d+)?", str(text))]
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS)
+def test_no_question_gives_away_another(chapter):
+    """No prompt states another question's answer: the right option's text (three words or
+    more), or a numeric answer that is not a small whole number."""
+    questions = quiz.load(chapter)
+    for i, q in enumerate(questions):
+        others = [(j, p) for j, p in enumerate(questions) if j != i]
+        if q["kind"] == "choice":
+            right = _words(next(o["text"] for o in q["options"] if o.get("correct")))
+            if len(right.split()) >= 3:
+                for j, p in others:
+                    assert right not in _words(p["prompt"]), (
+                        f"{chapter}: question {j + 1}'s prompt answers question {i + 1}"
+                    )
+        else:
+            answer = q["answer"]
+            if float(answer).is_integer() and abs(answer) < 20:
+                continue
+            for j, p in others:
+                near = [n for n in _numbers(p["prompt"]) if abs(n - answer) <= q["tolerance"]]
+                assert not near, f"{chapter}: question {j + 1}'s prompt answers question {i + 1}"
+
+
 @pytest.mark.parametrize("chapter", CHAPTERS)
 def test_a_quiz_is_well_formed(chapter):
     questions = quiz.load(chapter)  # validates: one correct option, a why for every option
-    assert len(questions) >= 5
     kinds = {q["kind"] for q in questions}
     assert kinds == {"choice", "numeric"}, f"{chapter}: mix multiple choice and numeric"
     positions = [
@@ -31,10 +84,24 @@ def test_a_quiz_is_well_formed(chapter):
         if q["kind"] == "choice"
     ]
     assert len(set(positions)) > 1, f"{chapter}: the right option is always option {positions[0]}"
+    for q in questions:  # a $ inside `code` would start math on the page
+        texts = [q["prompt"], q.get("why", "")] + [
+            v for o in q.get("options", []) for v in o.values()
+        ]
+        code = [c for t in texts if isinstance(t, str) for c in re.findall(r"`([^`]*)`", t)]
+        assert not any("$" in c for c in code), f"{chapter}: a $ inside code: {code}"
     for q in questions:
         if q["kind"] == "choice":
             for o in q["options"]:
                 assert len(o["why"].split()) >= 4, f"{chapter}: explain option {o['text']!r}"
+            whys = [o["why"].strip() for o in q["options"]]
+            assert len(set(whys)) == len(whys), f"{chapter}: {q['prompt'][:50]}: one why twice"
+            texts = [_words(o["text"]) for o in q["options"]]
+            assert len(set(texts)) == len(texts), f"{chapter}: {q['prompt'][:50]}: same option"
+        else:
+            assert len(q["why"].split()) >= 6, f"{chapter}: explain {q['prompt'][:50]!r}"
+            for wrong in q.get("mistakes", []):
+                assert len(wrong["why"].split()) >= 4, f"{chapter}: explain {wrong['value']}"
 
 
 @pytest.mark.parametrize("chapter", CHAPTERS)
@@ -136,6 +203,11 @@ def test_the_page_grades_in_a_browser(browser, tmp_path):
             assert shown == "Enter a number."
         else:
             assert shown == _shown(quiz.check_answer(questions[0], typed)[1])
+    key = pg.locator(".course-quiz-key")
+    assert not key.is_visible(), "the answers show on screen"
+    pg.emulate_media(media="print")  # course.pdf ends with the quizzes, answers included
+    assert key.is_visible() and not numeric.locator("button.course-quiz-check").is_visible()
+    assert key.locator("li").count() == len(questions)
     pg.close()
     assert all(u.startswith("file://") for u in requests), requests
 
@@ -150,3 +222,39 @@ def test_every_quiz_has_a_page_in_the_toc(tmp_path):
     text = pages[0].read_text()
     assert text.startswith("<!-- generated") and "# Quiz: 1. Matrix multiplication" in text
     assert "```{raw} html" in text and 'course_lib.quiz.show("01_matmul")' in text
+
+
+def test_quiz_pages_are_titled_after_their_chapters(tmp_path):
+    """The heading (hence the browser's tab and the sidebar's entry) is "Quiz: " and the
+    chapter's title, read from the notebook's first heading, not from its Colab cell."""
+    from tools.build_book import chapter_titles
+
+    titles = chapter_titles()
+    assert sorted(titles) == quiz.quiz_names()
+    for name, title in titles.items():
+        assert title.startswith(f"{int(name[:2])}. ") and "Colab" not in title, (name, title)
+    headings = [p.read_text().splitlines()[1] for p in quiz.write_pages(tmp_path, titles)]
+    assert headings == [f"# Quiz: {titles[n]}" for n in quiz.quiz_names()]
+    assert len(set(headings)) == len(headings), "two quiz pages with one title"
+
+
+def test_the_answers_are_printed_at_the_end():
+    """The page's answer key (print only) gives every question's answer and why, in order."""
+    import html as _html
+
+    questions = quiz.load("05_transformer_block")
+    key = quiz.answer_key_html(questions)
+    assert key.count("<li>") == len(questions) and "mathjax_process" in key
+    text = _html.unescape(key)
+    at = 0
+    for q in questions:
+        at = text.index(_html.unescape(quiz._math_html(quiz.answer(q))), at)  # in order
+    assert "38,597,376" in text and "1,536" in text  # whole numbers with thousands marks
+    css = quiz.QUIZ_CSS
+    assert ".course-quiz-key { display: none; }" in css and "@media print" in css
+    from tools.pdf import pages_in_order
+
+    pages = pages_in_order()
+    quizzes = [p for p in pages if p.startswith("book/quizzes/")]
+    assert quizzes == [f"book/quizzes/{n}" for n in quiz.quiz_names()]
+    assert pages[-len(quizzes) :] == quizzes, "the quizzes close the PDF"

@@ -159,6 +159,24 @@ PACKAGES += tuple(
     )
 )
 
+# onnxruntime-web, which runs the course's exported models in the reader's browser (chapters 8
+# and 9's live views, tools/live_pages.py): the WebAssembly build only (its loader, the Emscripten
+# module and the .wasm; no WebGL/WebGPU). MIT (package.json; the package ships no LICENSE file).
+PACKAGES += (
+    Package(
+        "onnxruntime-web",
+        "1.30.0",
+        "sha512-q0y+JrrtukXSzsBWEMccVfqX25LRmosXHF+CaRJmg8pZClzcV7svNc4rKY3jL02Vb7QmRMDs1SigqR4CXAfKYQ==",
+        "onnxruntime-web",
+        (
+            "package.json",
+            "dist/ort.wasm.min.js",
+            "dist/ort-wasm-simd-threaded.mjs",
+            "dist/ort-wasm-simd-threaded.wasm",
+        ),
+    ),
+)
+
 # axe-core, the accessibility rules engine that tests/test_book.py runs on every page. Only the
 # tests use it (injected by Playwright), so it is unpacked beside the site, not into it.
 AXE = Package(
@@ -293,19 +311,28 @@ def prepare_assets() -> None:
         raise SystemExit(f"error: web assets missing after unpacking: {missing}")
 
 
-def write_quiz_pages() -> list[Path]:
-    """The website's quiz pages, one per chapter, from ``data/quizzes`` (course_lib.quiz)."""
+def chapter_titles() -> dict[str, str]:
+    """Every chapter's title, its notebook's first heading (the first markdown cell's, not the
+    Colab set-up cell's comment): ``{'02_softmax': '2. Softmax', ...}``."""
     import json as _json
-
-    from course_lib import quiz
 
     titles = {}
     for nb in sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")):
         cells = _json.loads(nb.read_text(encoding="utf-8"))["cells"]
         first = next(c for c in cells if c["cell_type"] == "markdown")  # not the Colab cell
-        heading = "".join(first["source"]).splitlines()[0].lstrip("# ").strip()
-        titles[nb.stem] = heading
-    return quiz.write_pages(BOOK / "quizzes", titles)
+        heading = "".join(first["source"]).splitlines()[0]
+        if not heading.startswith("# "):
+            raise SystemExit(f"error: {nb.name} does not open with its title ('# N. Topic')")
+        titles[nb.stem] = heading.removeprefix("# ").strip()
+    return titles
+
+
+def write_quiz_pages() -> list[Path]:
+    """The website's quiz pages, one per chapter, from ``data/quizzes`` (course_lib.quiz),
+    each titled after its chapter ("Quiz: 2. Softmax")."""
+    from course_lib import quiz
+
+    return quiz.write_pages(BOOK / "quizzes", chapter_titles())
 
 
 def write_records_page(path: Path = BOOK / "records.md") -> Path:
@@ -444,6 +471,14 @@ def main(argv: list[str] | None = None) -> int:
     try:  # replaces each chapter's frozen explorer widget with one that responds, no kernel
         explorer_pages.print_total(explorer_pages.add_explorers(HTML, verbose=True))
     except explorer_pages.ExplorerPageError as err:
+        print(f"error: {err}")
+        return 1
+    from tools import live_pages
+
+    print("== live views: the course's models run in the page (tools/live_pages.py)", flush=True)
+    try:  # "Type your own text": chapters 7 to 9 run the course's models on the reader's text
+        live_pages.add_live_views(HTML, verbose=True)
+    except live_pages.LivePageError as err:
         print(f"error: {err}")
         return 1
     remote = remote_assets()

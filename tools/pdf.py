@@ -3,7 +3,8 @@
     python -m tools.pdf                      # book/_build/html -> book/_build/html/course.pdf
 
 Each page of the course (the introduction, how to use it, every chapter's notebook in order, the
-notation, errata and references; not the lecturers' pages, the quizzes or the status page) is
+notation, errata and references, then every chapter's quiz with its answers; not the lecturers'
+pages or the status page) is
 opened from ``file://`` in the same headless Chromium the browser tests drive, its math typeset
 by the site's own MathJax, and printed with the theme's print style (no sidebars); the pages are
 joined into one file with a bookmark per page. Nothing is downloaded: the browser is the
@@ -24,7 +25,9 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 HTML = ROOT / "book" / "_build" / "html"
 PDF_NAME = "course.pdf"
-SKIP = ("book/lecturers/", "book/quizzes/", "book/status")
+SKIP = ("book/lecturers/", "book/status")
+#: pages printed at the end of the book, after the references: the quizzes, each with its answers
+AT_THE_END = ("book/quizzes/",)
 #: how to get the browser that prints the PDF (one line)
 BROWSER_HINT = (
     "install Chromium (Debian/Ubuntu, as root: `apt-get install chromium`; elsewhere "
@@ -55,11 +58,14 @@ def launch_browser(p):
 
 
 def pages_in_order(toc_file: Path = ROOT / "book" / "_toc.yml") -> list[str]:
-    """The toc's pages that belong in the book, in order, as paths without suffix.
+    """The toc's pages that belong in the book, in order, as paths without suffix: the quizzes
+    come last, after the references.
 
     >>> pages = pages_in_order()
-    >>> pages[0], pages[2], pages[-1]
-    ('book/intro', 'notebooks/01_matmul', 'book/references')
+    >>> pages[0], pages[2], pages[-1].startswith('book/quizzes/13_')
+    ('book/intro', 'notebooks/01_matmul', True)
+    >>> pages[pages.index('book/references') + 1]
+    'book/quizzes/01_matmul'
     """
     toc = yaml.safe_load(toc_file.read_text(encoding="utf-8"))
     files = [toc["root"]]
@@ -67,7 +73,10 @@ def pages_in_order(toc_file: Path = ROOT / "book" / "_toc.yml") -> list[str]:
         for chapter in part["chapters"]:
             files.append(chapter["file"])
             files += [s["file"] for s in chapter.get("sections", [])]
-    return [f for f in files if not f.startswith(SKIP)]
+    files = [f for f in files if not f.startswith(SKIP)]
+    return [f for f in files if not f.startswith(AT_THE_END)] + [
+        f for f in files if f.startswith(AT_THE_END)
+    ]
 
 
 # Solutions are left out of the print (the theme would print a folded dropdown open). Code and
