@@ -10,6 +10,10 @@ works on a fresh machine with only Python >= 3.11 and access to package registri
   ./course handouts    set up, then write exercise hand-outs (no solutions) to handouts/
   ./course grade W S.. set up, then grade submissions S.. of worksheet W (--out grades.csv)
   ./course progress    set up, then show which exercises you have solved (--reset forgets)
+  ./course race R..    set up, then race recipe files R.. against the course's baseline and
+                       write records (--verify RECORD re-runs one; rules: README, "The race")
+  ./course leaderboard RECORDS.. --out board.html   set up, then render a class's race board
+  ./course challenge NAME  set up, then check, then time a chapter's challenge (bpe, bleu, int4)
   ./course new NN_x    set up, then scaffold a new chapter (see tools/new_chapter.py)
   ./course doctor      set up, then check the environment
   ./course publish     set up, then rewrite the notebooks' Colab cells from [tool.course]
@@ -391,6 +395,9 @@ COMMANDS = {
     "handouts": lambda args: module("tools.handouts", args),
     "grade": lambda args: module("tools.grade", args),
     "progress": lambda args: module("tools.progress", args),
+    "race": lambda args: module("tools.race", args),
+    "leaderboard": lambda args: module("tools.leaderboard", args),
+    "challenge": lambda args: module("tools.challenge", args),
     "new": lambda args: module("tools.new_chapter", args),
     "publish": lambda args: module("tools.publish --write", args),
 }

@@ -19,9 +19,18 @@
 #   encoder   chapter 9's encoder before and after fusing, against BertModel, on the GPU
 #             (python -m benchmarks.bert_encoder --device cuda)
 #   compiled  the race again with torch.compile on both sides (race_cuda_compiled.json)
+#   profile   one training step of the race model (baseline, fast) under torch.profiler: the
+#             top kernels, the launch count, ms/step with the race's and the fused optimiser
+#             (python -m benchmarks.gpt_scale --profile-only; profile.json)
+#   scale     GPT-2 small (124M), the course's model and nanoGPT's, bfloat16, fused AdamW,
+#             eager: tokens/s, ms/step, MFU against the measured matmul peak and the vendor's
+#             (python -m benchmarks.gpt_scale; scale_eager.json)
+#   scalec    the same compiled (torch.compile on both; scale_compiled.json, compile seconds)
 #
-# STEPS="race encoder" runs only those steps; RACE_S, TESTS_S, ENCODER_S and COMPILED_S change
-# their time limits (seconds), WORKERS the number of pytest workers.
+# STEPS="race encoder" runs only those steps (issue 46's device call: STEPS="env profile scale
+# scalec race compiled", about 8 minutes); RACE_S, TESTS_S, ENCODER_S, COMPILED_S, PROFILE_S,
+# SCALE_S and SCALEC_S change their time limits (seconds), WORKERS the number of pytest
+# workers, SCALE_BATCH the sequences of 1024 tokens per micro-batch (16).
 set -u
 out=${1:?usage: bash benchmarks/cuda_check.sh OUT_DIR NANOGPT_CHECKOUT}
 nanogpt=${2:?usage: bash benchmarks/cuda_check.sh OUT_DIR NANOGPT_CHECKOUT}
@@ -32,7 +41,7 @@ export PYTHONUNBUFFERED=1 PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 step() {  # step NAME SECONDS COMMAND...: run it under a time limit, log to OUT_DIR/NAME.log
     local name=$1 limit=$2 start rc
     shift 2
-    case " ${STEPS:-env race tests encoder compiled} " in *" $name "*) ;; *) return 0 ;; esac
+    case " ${STEPS:-env race tests encoder compiled profile scale scalec} " in *" $name "*) ;; *) return 0 ;; esac
     echo "== $name (limit ${limit} s): $*"
     start=$(date +%s)
     timeout "$limit" "$@" >"$out/$name.log" 2>&1
@@ -53,3 +62,10 @@ step encoder "${ENCODER_S:-90}" "$py" -m benchmarks.bert_encoder --device cuda
 step compiled "${COMPILED_S:-150}" "$py" -m benchmarks.nanogpt_race --nanogpt "$nanogpt" \
     --device cuda --autocast bfloat16 --compile --threads 4 --seeds 0 1 --recipes fast modern \
     --out "$out/race_cuda_compiled.json"
+step profile "${PROFILE_S:-60}" "$py" -m benchmarks.gpt_scale --device cuda --profile-only \
+    --threads 4 --out "$out/profile.json"
+step scale "${SCALE_S:-120}" "$py" -m benchmarks.gpt_scale --device cuda --nanogpt "$nanogpt" \
+    --modes eager --batch "${SCALE_BATCH:-16}" --steps 20 --warmup 3 --out "$out/scale_eager.json"
+step scalec "${SCALEC_S:-180}" "$py" -m benchmarks.gpt_scale --device cuda --nanogpt "$nanogpt" \
+    --modes compiled --batch "${SCALE_BATCH:-16}" --steps 20 --warmup 3 \
+    --out "$out/scale_compiled.json"

@@ -382,7 +382,7 @@ def race_nanogpt(
     seeds: tuple[int, ...] = (0, 1),
     threads: int = 1,
     quick: bool = False,
-    recipes: tuple[str, ...] = ("fast",),
+    recipes: tuple[Any, ...] = ("fast",),
     eval_every: int = 25,
     device: str = "cpu",
     autocast: str | None = None,
@@ -414,8 +414,11 @@ def race_nanogpt(
         flops_per_token=flops_per_token(ev["params_no_pos"], 4, 128, 64),
     )
     ours = {}
-    for name in recipes:
-        recipe = dataclasses.replace(RECIPES[name], compile=compile)
+    for name in recipes:  # a name in RECIPES or a Recipe (./course race --nanogpt)
+        recipe = dataclasses.replace(
+            RECIPES[name] if isinstance(name, str) else name, compile=compile
+        )
+        name = recipe.name
         runs = [
             train_to_target(
                 recipe,

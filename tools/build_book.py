@@ -335,6 +335,14 @@ def write_quiz_pages() -> list[Path]:
     return quiz.write_pages(BOOK / "quizzes", chapter_titles())
 
 
+def write_records_page(path: Path = BOOK / "records.md") -> Path:
+    """The website's race records page: the course's recipes on each machine, from data/gpt."""
+    from course_lib.gpt.records import records_page
+
+    path.write_text(records_page(), encoding="utf-8")
+    return path
+
+
 def jupyter_book_command(strict: bool, extra: list[str]) -> list[str]:
     exe = Path(sys.executable).parent / "jupyter-book"
     cmd = [str(exe)] if exe.exists() else ["jupyter-book"]
@@ -447,6 +455,7 @@ def main(argv: list[str] | None = None) -> int:
     handouts.main(["--out", str(VENDOR.parent / "worksheets")])  # linked from lecturers' pages
     write_quiz_pages()  # book/quizzes/*.md, from data/quizzes/*.yml
     lecturers.write_pages()  # book/lecturers/*.md and book/status.md, from the notebooks
+    write_records_page()  # book/records.md, from data/gpt (course_lib.gpt.records)
     cmd = jupyter_book_command(args.strict, extra)
     print("== jupyter-book " + " ".join(cmd[1:]), flush=True)
     start = time.perf_counter()
