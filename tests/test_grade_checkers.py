@@ -169,6 +169,8 @@ def _bert():
         "head_losses": [ce, lambda s, e, a, b: (ce(s, a) + ce(e, b)) / 2, ce],
         "best_span": [span],
         "wordpiece_encode": [encode_word],
+        "padding_mask": [lambda m: np.asarray(m)[:, None, None, :]],
+        "greedy_counterexample": ["abc", {"ab", "a", "##bc"}],
     }
 
 
@@ -237,10 +239,22 @@ def _peft():
     def gb(n, d, f, L, r):
         return sum(v for k, v in qlora_budget(n, d, f, L, r).items() if k != "trained") / 1e9
 
+    def prefix_share(q, k, pk):  # the prefix's share of each token's causal attention
+        q, k, pk = (np.asarray(a, dtype=float) for a in (q, k, pk))
+        T, d = q.shape[-2:]
+        tokens = q @ k.swapaxes(-1, -2) / np.sqrt(d)  # (B, h, T, T)
+        tokens = np.where(np.tri(T, dtype=bool), tokens, -np.inf)
+        scores = np.concatenate([q @ pk.swapaxes(-1, -2) / np.sqrt(d), tokens], axis=-1)
+        p = np.exp(scores - scores.max(-1, keepdims=True))
+        return p[..., : pk.shape[-2]].sum(-1) / p.sum(-1)
+
     return {
         "prefix_attention": [ref.prefix_attention],
         "qlora_gb": [gb],
         "top_r_energy": [top_r_energy],
+        "lora_merge": [ref.lora_weight],
+        "dora_weight": [ref.dora_weight],
+        "prefix_share": [prefix_share],
     }
 
 
@@ -250,7 +264,10 @@ RIGHT = {
     "feedback": _feedback, "long_sequences": _long_sequences, "number_formats": _number_formats,
     "peft": _peft,
 }  # fmt: skip
-HELPERS = {"encode_by_frequency", "attend_in_blocks", "UNSEEN", "DECODER_CONFIG", "PRE_LN_CONFIG"}
+HELPERS = {
+    "encode_by_frequency", "attend_in_blocks", "UNSEEN", "DECODER_CONFIG", "PRE_LN_CONFIG",
+    "written_code_explanation",
+}  # fmt: skip
 
 
 def _chapters() -> list[str]:
