@@ -307,7 +307,7 @@ def train_step(model, optimizer, x, y, lr, clip=1.0):
 # pair has probability 0). Their losses on the validation part are what a GPT must beat to show
 # that it uses more than the previous character:
 
-# %%
+# %% tags=["worksheet"]
 tr, va = torch.as_tensor(train_ids), torch.as_tensor(val_ids)
 V = tok.vocab_size
 unigram = torch.bincount(tr, minlength=V).double() + 1  # (V,): counts, add-one
@@ -405,7 +405,7 @@ assert last < first < math.log(tok.vocab_size)
 # which prints one JSON line per evaluation. Its checkpoint ships with the course
 # (`data/gpt/shakespeare_char.pt`, weights in float16) together with its evaluation history:
 
-# %%
+# %% tags=["worksheet"]
 model, tok = load_pretrained()
 hist = history()
 _, ax = new_axes(

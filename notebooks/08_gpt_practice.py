@@ -366,7 +366,7 @@ assert (
 # character is the answer. We mix such episodes into pre-training, two after every paragraph of
 # Shakespeare, each set off by blank lines (`course_lib.gpt.incontext.pretraining_text`):
 
-# %%
+# %% tags=["worksheet"]
 from course_lib.gpt import incontext as icl
 
 mixed = icl.pretraining_text(text, seed=0, per_paragraph=icl.PER_PARAGRAPH)
@@ -382,7 +382,7 @@ print(f"... episodes are {share:.0%} of the {len(mixed):,} characters")
 # *held-out* episodes, with codes drawn from another seed, and ask it a query after 0, 1, 2, 4
 # and 8 shots. Here is a 4-shot prompt and the model's most probable next character:
 
-# %%
+# %% tags=["worksheet"]
 icl_model, icl_tok, icl_extra = icl.load_incontext()
 icl_model = icl_model.double()  # float64: the same answers on every CPU
 rnd = random.Random(7)
@@ -645,7 +645,7 @@ plt.show()
 # Here it is, on the page:
 
 
-# %%
+# %% tags=["worksheet"]
 def newton_schulz(G, steps=5):
     a, b, c = 3.4445, -4.7750, 2.0315  # the original speed-run's quintic
     X = G / (np.linalg.norm(G) + 1e-7)  # (m, n): Frobenius norm, every singular value <= 1

@@ -234,7 +234,7 @@ print(f"ignore_index=-100: {float(right):.3f}; labels set to 0: {float(wrong):.3
 # comparisons of a prompt made the reward model overfit within one epoch (paper, section 3.5).
 
 
-# %%
+# %% tags=["worksheet"]
 def pairwise_loss(r_chosen, r_rejected):
     # r_chosen, r_rejected (N,) rewards of the two answers of N comparisons
     # softplus(-d) = log(1 + e^-d) = -log sigmoid(d), with no overflow
@@ -802,7 +802,7 @@ print("sqrt KL 0.6-0.9, beta 1 minus beta <= 0.2, seed by seed:", [f"{x:+.2f}" f
 # is section 10.3's pairwise loss applied to them:
 
 
-# %%
+# %% tags=["worksheet"]
 def dpo_loss(logp_w, logp_l, ref_w, ref_l, beta=0.1):
     # all (N,): log pi(y | x) summed over each answer's tokens, for N comparisons
     reward_w = beta * (logp_w - ref_w)  # (N,) implicit rewards of the chosen answers

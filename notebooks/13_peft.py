@@ -244,7 +244,7 @@ assert n_lora == 12 * 8 * (2304 + 768)
 # the matrices named in `targets` (`w_qkv`, `w_q`, `w_k`, `w_v`, `w_o`, `w_1`, `w_2`); its
 # trainable count is the formula's:
 
-# %%
+# %% tags=["worksheet"]
 base, tok = load_base()  # chapter 5's DecoderOnlyModel holding chapter 8's weights
 cfg = base.config
 ALL = ("w_qkv", "w_o", "w_1", "w_2")  # GPT-2's c_attn, attn.c_proj, mlp.c_fc, mlp.c_proj
@@ -431,7 +431,7 @@ assert all(len(row["seeds"]) >= 2 for row in summary(alpha8, keys=("name",)))
 # that way (the codes are chapter 12's, which equal bitsandbytes' on the same matrix); its
 # measured storage, for a GPT-2-small-sized matrix:
 
-# %%
+# %% tags=["worksheet"]
 from course_lib.peft.qlora import NF4Weight, bits_per_parameter
 
 W = 0.02 * torch.randn(768, 2304)  # the shape of GPT-2 small's c_attn
