@@ -258,7 +258,11 @@ def call(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> tuple[Any, str | 
         return None, "the function is not implemented yet (it raises NotImplementedError)"
     except Exception as exc:
         frame = traceback.extract_tb(exc.__traceback__)[-1]
-        return None, f"it raised {type(exc).__name__}: {exc} (line {frame.lineno})"
+        if frame.filename == __file__:  # raised by the call itself, before the function ran
+            where = "when called: do its parameters match the exercise's?"
+        else:
+            where = f"line {frame.lineno}"
+        return None, f"it raised {type(exc).__name__}: {exc} ({where})"
 
 
 def _copies(args: tuple[Any, ...]) -> tuple[Any, ...]:
