@@ -602,7 +602,7 @@ for n_heads, run in runs.items():  # the exact low figure moves by a point from 
 # scored on test sequences it never saw. Which head looks where is read off the maps of the
 # sequence drawn below:
 
-# %%
+# %% tags=["needs-torch"]
 study = load_seed_study()
 for n_heads in (1, 2):
     lr = best_learning_rate(study, n_heads)

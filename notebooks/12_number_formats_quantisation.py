@@ -352,7 +352,7 @@ check.nf4_codes(nf4_codes, require=True)
 # are stored two per byte.
 
 
-# %% tags=["needs-torch", "worksheet"]
+# %% tags=["slides-skip", "needs-torch", "worksheet"]
 def nf4_double_quant(M: torch.Tensor, block: int = 64) -> tuple[torch.Tensor, float]:
     """NF4 with double-quantised scales: returns (dequantised M, bits per parameter)."""
     codes, absmax = fast.nf4_quantize(M, block_size=block)
