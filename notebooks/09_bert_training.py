@@ -121,8 +121,9 @@ def mlm_step_loss(model, rows, draws):
 
 
 live = Bert(SMALL, seed=0)
-x, y = mask_tokens(chunks[:32], np.random.default_rng(2), mask_id=MASK, vocab_size=1024,
-                   special_ids=specials)  # fmt: skip
+x, y = mask_tokens(
+    chunks[:32], np.random.default_rng(2), mask_id=MASK, vocab_size=1024, special_ids=specials
+)
 ours = mlm_step_loss(live, chunks[:32], np.random.default_rng(2))
 torch.testing.assert_close(ours, live.mlm_loss(torch.from_numpy(x), torch.from_numpy(y)))
 
@@ -247,18 +248,27 @@ from course_lib.bpe.corpus import sample
 
 ends = {"Shakespeare": sample(2_300_000)[2_000_000:], "Moby-Dick": moby_dick()[1_100_000:]}
 held_out = np.concatenate([text_rows(e, 32, tok)[:250] for e in ends.values()])  # (500, 32)
-x_in, labels = mask_tokens(held_out, np.random.default_rng(5), mask_id=MASK, vocab_size=1024,
-                           special_ids=specials, split=(1.0, 0.0, 0.0))  # fmt: skip
+x_in, labels = mask_tokens(
+    held_out,
+    np.random.default_rng(5),
+    mask_id=MASK,
+    vocab_size=1024,
+    special_ids=specials,
+    split=(1.0, 0.0, 0.0),
+)
 freq = np.bincount(chunks[:, 1:-1].ravel(), minlength=1024) + 1.0  # add-one counts
 unigram = -np.log(freq / freq.sum())[labels[labels != -100]].mean()
 before = Bert(SMALL, seed=0)
 chosen_at = torch.from_numpy(labels != -100)  # (500, 32): the hidden positions
 with torch.no_grad():
     held = {
-        name: float(F.cross_entropy(m.mlm(torch.from_numpy(x_in))[chosen_at],
-                                    torch.from_numpy(labels)[chosen_at]))
+        name: float(
+            F.cross_entropy(
+                m.mlm(torch.from_numpy(x_in))[chosen_at], torch.from_numpy(labels)[chosen_at]
+            )
+        )
         for name, m in (("untrained", before), ("300 steps", live), ("12,000 steps", model))
-    }  # fmt: skip
+    }
 print(f"token frequencies: {unigram:.1f}", {k: round(v, 1) for k, v in held.items()})
 
 # %% [markdown]
@@ -330,8 +340,10 @@ from course_lib.bpe.tokenizer import Tokenizer as BPETokenizer
 from course_lib.bpe.train import count_words, train_bpe_words
 
 bard_merges = train_bpe_words(count_words([sample(300_000)]), len(tok.vocab) - 260)
-bard_vocab = {**{i: tok.vocab[i] for i in range(260)},
-              **{260 + k: a + b for k, (a, b) in enumerate(bard_merges)}}  # fmt: skip
+bard_vocab = {
+    **{i: tok.vocab[i] for i in range(260)},
+    **{260 + k: a + b for k, (a, b) in enumerate(bard_merges)},
+}
 bard = BPETokenizer(bard_vocab, bard_merges, ["[PAD]", "[CLS]", "[SEP]", "[MASK]"])
 for name, text in ends.items():
     print(
@@ -628,8 +640,10 @@ for name, r in sorted(comparison["pretraining"]["runs"].items()):
 
 def validation(v):
     """{lr: variant v's mean validation accuracy at each rate, over its four runs}."""
-    return {x: np.mean([r["val_accuracy"] for r in runs if (r["variant"], r["lr"]) == (v, x)])
-            for x in lrs}  # fmt: skip
+    return {
+        x: np.mean([r["val_accuracy"] for r in runs if (r["variant"], r["lr"]) == (v, x)])
+        for x in lrs
+    }
 
 
 summary = {}
@@ -686,8 +700,15 @@ fig, ax = new_axes(
 )
 for k, v in enumerate(comparison["variants"]):
     val = validation(v)
-    ax.plot(list(val), list(val.values()), marker="o", ms=4, c=f"C{k}",
-            ls="--" if "causal" in v else "-", label=v)  # fmt: skip
+    ax.plot(
+        list(val),
+        list(val.values()),
+        marker="o",
+        ms=4,
+        c=f"C{k}",
+        ls="--" if "causal" in v else "-",
+        label=v,
+    )
 ax.axhline(0.5, ls=":", c="grey", label="chance")
 ax.set_xscale("log")
 ax.legend(fontsize=7)

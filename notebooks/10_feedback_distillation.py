@@ -979,7 +979,8 @@ larger_beta = [
 ]
 below = sum(np.mean(r["log"]["chosen"][-5:]) < 0 for r in larger_beta)
 print(
-    f"beta = 0.3 and 1: chosen log-ratio below zero at the end on {below} of {len(larger_beta)} runs"
+    f"beta = 0.3 and 1: chosen log-ratio below zero at the end on {below} of "
+    f"{len(larger_beta)} runs"
 )
 
 # %% [markdown]
