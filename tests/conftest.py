@@ -71,6 +71,8 @@ def site() -> Path:
                 text=True,
                 timeout=1200,
             )
+            ARTIFACTS.mkdir(exist_ok=True)
+            (ARTIFACTS / "book-build.log").write_text(proc.stdout + proc.stderr, encoding="utf-8")
             if proc.returncode != 0:
                 log = (proc.stdout + proc.stderr)[-30000:]
                 pytest.fail(f"the strict website build failed:\n{log}", pytrace=False)

@@ -451,11 +451,13 @@ def main(argv: list[str] | None = None) -> int:
         shutil.rmtree(BOOK / "_build", ignore_errors=True)
     from tools import handouts, lecturers, slides
 
+    began = time.perf_counter()
     slides.main(["--out", str(VENDOR.parent / "slides")])  # served as slides/<chapter>.slides.html
     handouts.main(["--out", str(VENDOR.parent / "worksheets")])  # linked from lecturers' pages
     write_quiz_pages()  # book/quizzes/*.md, from data/quizzes/*.yml
     lecturers.write_pages()  # book/lecturers/*.md and book/status.md, from the notebooks
     write_records_page()  # book/records.md, from data/gpt (course_lib.gpt.records)
+    print(f"   decks, worksheets and generated pages in {time.perf_counter() - began:.0f} s")
     cmd = jupyter_book_command(args.strict, extra)
     print("== jupyter-book " + " ".join(cmd[1:]), flush=True)
     start = time.perf_counter()
@@ -473,6 +475,8 @@ def main(argv: list[str] | None = None) -> int:
     except explorer_pages.ExplorerPageError as err:
         print(f"error: {err}")
         return 1
+    print(f"   explorers in {time.perf_counter() - start - seconds:.0f} s", flush=True)
+    began = time.perf_counter()
     from tools import live_pages
 
     print("== live views: the course's models run in the page (tools/live_pages.py)", flush=True)
@@ -481,6 +485,7 @@ def main(argv: list[str] | None = None) -> int:
     except live_pages.LivePageError as err:
         print(f"error: {err}")
         return 1
+    print(f"   live views in {time.perf_counter() - began:.0f} s", flush=True)
     remote = remote_assets()
     for page, tags in remote.items():
         print(f"error: {page} loads from another host: {tags}")
