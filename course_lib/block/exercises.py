@@ -17,6 +17,7 @@ from course_lib.block.config import BlockConfig, DecoderConfig
 from course_lib.block.counting import count_parameters
 from course_lib.block.params import init_decoder_block, init_parameters
 from course_lib.checker import Outcome, check_cases, diagnose, guarded, seeded, to_array
+from course_lib.checks import is_tensor
 
 __all__ = [
     "DECODER_CONFIG",
@@ -306,7 +307,9 @@ def gpt_parameters(fn: Callable, *, require: bool = False) -> Outcome:
     def compare(got: object, s: tuple[int, int, int, int]) -> str | None:
         n, d, V, C = s
         want = count_parameters(_gpt_config(n, d, V, C))
-        if isinstance(got, float) and float(got).is_integer():
+        if is_tensor(got) and got.ndim == 0:  # a 0-d tensor from torch arithmetic
+            got = got.item()
+        if isinstance(got, float | np.floating) and float(got).is_integer():
             got = int(got)
         if not isinstance(got, int | np.integer) or isinstance(got, bool):
             return f"return the count as an int, got {type(got).__name__}"
