@@ -24,7 +24,7 @@ import pytest
 import yaml
 
 from course_lib.static_explorer import CHAPTERS, chapter_explorer
-from tests.browser import Visit
+from tests.browser import Visit, serve
 from tests.test_explorers import drive
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -354,6 +354,22 @@ def test_page_in_browser(browser, site_url: str, axe_js: Path, page: str) -> Non
         assert visit.response is not None and visit.response.status == 200
         check_page(visit, page, page_id(page))
         audit_accessibility(visit, page, axe_js)
+
+
+@pytest.mark.browser
+def test_the_test_browser_reaches_no_other_host(browser, tmp_path: Path) -> None:
+    """The visits' guard (tests/conftest.py: a proxy that is not there): a page on 127.0.0.1
+    asking a host by name and one by address gets nothing, and the visit reports both."""
+    (tmp_path / "probe.html").write_text(
+        "<script>window.done = Promise.allSettled(['http://example.com/x.js',"
+        " 'http://93.184.216.34/y.js'].map(u => fetch(u, {mode: 'no-cors'}))"
+        ").then(r => r.map(x => x.status));</script>",
+        encoding="utf-8",
+    )
+    with serve(tmp_path) as base, Visit(browser, base + "probe.html") as visit:
+        outcomes = visit.page.evaluate("() => window.done")
+        assert outcomes == ["rejected", "rejected"], outcomes
+        assert visit.blocked == ["http://example.com/x.js", "http://93.184.216.34/y.js"]
 
 
 @pytest.mark.browser
