@@ -200,8 +200,15 @@ def _bert_body(files: list[Path]) -> str:
 <p>The small BERT this chapter pre-trains with the masked-language-model objective on
 Shakespeare and <em>Moby-Dick</em>, fills the <code>[MASK]</code>s of what you type, in this page:
 nothing is sent anywhere. The page runs the file <code>course_lib.bert.live.export</code> wrote
-from the checkpoint in <code>data/bert/</code>, with <code>onnxruntime-web</code>, and tokenises
-with the model's own tokenizer (chapter 7's byte-level BPE with BERT's special tokens).</p>
+from the checkpoint in <code>data/bert/</code>, with <code>onnxruntime-web</code>.</p>
+<p><strong>Its tokenizer is a byte-level BPE, not BERT's WordPiece.</strong> The model was
+pre-trained on the ids of chapter 7's byte-level BPE (trained on the same two texts, with
+<code>[PAD]</code>, <code>[CLS]</code>, <code>[SEP]</code> and <code>[MASK]</code> added; a
+byte-level vocabulary has no unknown words, so no <code>[UNK]</code>), and a model reads only
+the ids it was trained on: the WordPiece vocabulary of the chapter's WordPiece section is not
+one this model has seen. So a word's first token carries the space before it: " whales" is
+<code>␣wha</code> <code>les</code> here, where WordPiece marks a piece inside a word with
+<code>##</code>.</p>
 {choices}
 <p class="course-live-model"></p>
 <div class="course-live-row">
@@ -353,8 +360,10 @@ def marker(key: str) -> tuple[str, str]:
 #: (``tools/live/worker.js``) that downloads the model and onnxruntime-web's WebAssembly,
 #: compiles the WebAssembly while it streams in (``WebAssembly.compileStreaming``), builds the
 #: model's session and runs it on the view's opening text (its ids computed here), all beside
-#: the page's main thread, which meanwhile lays out the chapter. ``live.js`` takes the worker over (``courseLive.boot``) with the messages it
-#: sent so far. Not from ``file://``, where a page can start no worker.
+#: the page's main thread, which meanwhile lays out the chapter. ``live.js`` takes the worker
+#: over (``courseLive.boot``) with the messages it sent so far. It is the first thing in the
+#: ``<head>``: a script after the stylesheets would wait for them. Not from ``file://``, where
+#: a page can start no worker.
 BOOT = """\
 (function (urls) {
   if (location.protocol === "file:" || !window.Worker || !window.WebAssembly) return;
