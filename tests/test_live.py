@@ -144,6 +144,24 @@ def test_place_puts_the_view_before_the_exercises_once():
         place("<main></main>", "08_gpt", "gpt", "<p>live</p>")
 
 
+def test_place_puts_the_boot_script_first_in_the_head():
+    """The engine's start goes just after <meta charset>, before the stylesheets (an inline
+    script after them waits until they have loaded); a second run moves an earlier one there."""
+    from tools.live_pages import LivePageError, place
+
+    body = '<section id="exercises">E</section>'
+    page = f'<head><meta charset="utf-8" /><link rel="stylesheet" href="a.css"></head>{body}'
+    once = place(page, "08_gpt", "gpt", "<p>live</p>", head="<script>boot()</script>")
+    assert once.index('<meta charset="utf-8" />') < once.index("boot()") < once.index("a.css")
+    begin, end = "<!-- course-live:gpt-head -->", "<!-- /course-live:gpt-head -->"
+    older = page.replace("</head>", f"{begin}\nold\n{end}\n</head>")  # where it once went
+    again = place(older, "08_gpt", "gpt", "<p>live</p>", head="<script>boot2()</script>")
+    assert "old" not in again and again.count("course-live:gpt-head -->") == 2
+    assert again.index("boot2()") < again.index("a.css")
+    with pytest.raises(LivePageError, match="08_gpt: no <meta charset>"):
+        place("<head></head>" + body, "08_gpt", "gpt", "<p>live</p>", head="<script></script>")
+
+
 # -- in a browser ------------------------------------------------------------------------------
 
 
