@@ -374,7 +374,8 @@ BOOT = """\
   live.boot = { worker: worker, messages: got };
   worker.onmessage = function (e) { got.push(e.data); };
   worker.onerror = function (e) {
-    got.push({ op: "error", seq: 0, message: "the live view's worker failed: " + e.message });
+    got.push({ op: "error", seq: 0,
+               message: "the live view's worker failed: " + (e.message || "it did not start") });
   };
   worker.postMessage({ op: "boot", ort: abs(urls.ort), wasm: abs(urls.wasm),
                        factory: abs(urls.factory), model: abs(urls.model), ids: urls.ids });

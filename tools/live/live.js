@@ -94,8 +94,11 @@
     }
     early.forEach(settle);
     worker.onmessage = function (e) { settle(e.data); };
-    worker.onerror = function (e) {
-      settle({ op: "error", seq: 0, message: "the live view's worker failed: " + e.message });
+    worker.onerror = function (e) {  // every request still waiting fails, the boot's too
+      var message = "the live view's worker failed: " + (e.message || "it did not start");
+      var pending = Object.keys(waiting);
+      if (!waiting[0] && !done[0]) pending.push("0");
+      pending.forEach(function (n) { settle({ op: "error", seq: +n, message: message }); });
     };
     function answer(n) {
       return new Promise(function (resolve, reject) {
