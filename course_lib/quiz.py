@@ -34,7 +34,16 @@ from typing import Any
 
 from course_lib.paths import data_path
 
-__all__ = ["check_answer", "load", "page_html", "quiz_names", "show", "validate"]
+__all__ = [
+    "chapter_html",
+    "check_answer",
+    "load",
+    "page_html",
+    "quiz_called_in",
+    "quiz_names",
+    "show",
+    "validate",
+]
 
 
 def quiz_names() -> list[str]:
@@ -265,23 +274,94 @@ def page_html(chapter: str) -> str:
     return f"<style>{QUIZ_CSS}</style>\n{body}\n{key}\n<script>{QUIZ_JS}</script>"
 
 
-def show(chapter: str):
-    """The quiz as ipywidgets: pick or type an answer, press Check, read why."""
-    import ipywidgets as w
+#: How a notebook's quiz cell calls :func:`show` (``quiz.show("02_softmax")``, or
+#: ``course_lib.quiz.show(...)``); :func:`quiz_called_in` reads the chapter from it.
+QUIZ_CALL = re.compile(r"""(?<![\w])quiz\.show\(\s*["'](\d\d_\w+)["']\s*\)""")
 
+#: The CSS class of the quiz's outermost widget (the Lab test tells it from the chapter's
+#: other widgets by it).
+WIDGET_CLASS = "course-quiz"
+
+
+def quiz_called_in(source: str) -> str | None:
+    """The chapter whose quiz a cell's code shows, or None.
+
+    >>> quiz_called_in('from course_lib import quiz\\n\\nquiz.show("02_softmax")')
+    '02_softmax'
+    >>> quiz_called_in("my_quiz.show('02_softmax')") is None, quiz_called_in("x = 1") is None
+    (True, True)
+    """
+    found = QUIZ_CALL.findall(source)
+    return found[-1] if found else None
+
+
+EMBED_CSS = """
+.course-quiz-print { display: none; }
+@media print {
+  .course-quiz-embed > :not(.course-quiz-print) { display: none; }
+  .course-quiz-print { display: block; }
+}
+"""
+
+
+def chapter_html(chapter: str, title: str, page_href: str) -> str:
+    """The quiz as it ends the chapter's page on the website, in place of the widget that
+    would not respond there: every question, graded by the page's script as on the quiz's own
+    page (``page_href``, titled "Quiz: " and ``title``), without its answer key. Printed (the
+    chapter in course.pdf), it is one line saying where the quiz and its answers are."""
+    questions = load(chapter)
+    body = "\n".join(question_html(q, i) for i, q in enumerate(questions, 1))
+    link = f'<a href="{html.escape(page_href)}">Quiz: {html.escape(title)}</a>'
+    return (
+        f'<div class="course-quiz-embed" data-chapter="{html.escape(chapter)}">\n'
+        f"<style>{QUIZ_CSS}{EMBED_CSS}</style>\n"
+        f'<p class="course-quiz-where">No kernel needed: choose or type an answer and check it '
+        f"here. The same quiz is also a page of its own, {link}.</p>\n"
+        f'<p class="course-quiz-print">The quiz of this chapter, with its answers, is at the end '
+        f"of this book: Quiz: {html.escape(title)}.</p>\n"
+        f"{body}\n<script>{QUIZ_JS}</script>\n</div>"
+    )
+
+
+def show(chapter: str):
+    """The quiz as ipywidgets: pick or type an answer, press Check, read why.
+
+    Every question's widgets share one layout and one style per kind, so that a notebook that
+    stores the quiz (the last cell of every chapter) stores about 80 widget models, not 200.
+    Its text form is ``Quiz('02_softmax')``: what nbval compares does not change with the
+    wording of a question.
+    """
+    import ipywidgets as w
+    from ipywidgets.widgets.widget_description import DescriptionStyle
+    from ipywidgets.widgets.widget_string import HTMLMathStyle, TextStyle
+
+    class Quiz(w.VBox):
+        def __repr__(self) -> str:
+            return f"Quiz({chapter!r})"
+
+    plain, wide = w.Layout(), w.Layout(width="auto")
+    html_style, choice_style = HTMLMathStyle(), DescriptionStyle()
+    text_style, button_style = TextStyle(), w.ButtonStyle()
     rows = []
     for i, q in enumerate(load(chapter), 1):
-        prompt = w.HTMLMath(f"<b>Question {i}.</b>{_section(q)} {_math_html(q['prompt'])}")
+        prompt = w.HTMLMath(
+            f"<b>Question {i}.</b>{_section(q)} {_math_html(q['prompt'])}",
+            layout=plain,
+            style=html_style,
+        )
         if q["kind"] == "choice":
             control = w.RadioButtons(
                 options=[(o["text"], k) for k, o in enumerate(q["options"])],
                 value=None,
-                layout=w.Layout(width="auto"),
+                layout=wide,
+                style=choice_style,
             )
         else:
-            control = w.Text(placeholder="a number", description="answer")
-        button = w.Button(description="Check")
-        feedback = w.HTMLMath()
+            control = w.Text(
+                placeholder="a number", description="answer", layout=plain, style=text_style
+            )
+        button = w.Button(description="Check", layout=plain, style=button_style)
+        feedback = w.HTMLMath(layout=plain, style=html_style)
 
         def on_click(_, q=q, control=control, feedback=feedback):
             if control.value is None or control.value == "":
@@ -292,8 +372,10 @@ def show(chapter: str):
             feedback.value = f'<span style="color:{colour}">{_math_html(text)}</span>'
 
         button.on_click(on_click)
-        rows.append(w.VBox([prompt, control, button, feedback]))
-    return w.VBox(rows)
+        rows.append(w.VBox([prompt, control, button, feedback], layout=plain))
+    box = Quiz(rows, layout=plain)
+    box.add_class(WIDGET_CLASS)
+    return box
 
 
 def write_pages(out: Path, titles: dict[str, str]) -> list[Path]:
