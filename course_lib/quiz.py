@@ -323,43 +323,50 @@ def chapter_html(chapter: str, title: str, page_href: str) -> str:
     )
 
 
+LETTERS = "abcdefghij"
+
+
 def show(chapter: str):
     """The quiz as ipywidgets: pick or type an answer, press Check, read why.
 
+    A choice question lists its options under the prompt, lettered, with their math typeset
+    (a radio button's label would show ``$X$`` as typed), and the learner picks a letter.
     Every question's widgets share one layout and one style per kind, so that a notebook that
     stores the quiz (the last cell of every chapter) stores about 80 widget models, not 200.
     Its text form is ``Quiz('02_softmax')``: what nbval compares does not change with the
     wording of a question.
     """
     import ipywidgets as w
-    from ipywidgets.widgets.widget_description import DescriptionStyle
+    from ipywidgets.widgets.widget_selection import ToggleButtonsStyle
     from ipywidgets.widgets.widget_string import HTMLMathStyle, TextStyle
 
     class Quiz(w.VBox):
         def __repr__(self) -> str:
             return f"Quiz({chapter!r})"
 
-    plain, wide = w.Layout(), w.Layout(width="auto")
-    html_style, choice_style = HTMLMathStyle(), DescriptionStyle()
-    text_style, button_style = TextStyle(), w.ButtonStyle()
+    plain, spaced = w.Layout(), w.Layout(margin="0 0 1.2em 0")  # a gap between questions
+    html_style, text_style, button_style = HTMLMathStyle(), TextStyle(), w.ButtonStyle()
+    letter_style = ToggleButtonsStyle(button_width="3em")
     rows = []
     for i, q in enumerate(load(chapter), 1):
-        prompt = w.HTMLMath(
-            f"<b>Question {i}.</b>{_section(q)} {_math_html(q['prompt'])}",
-            layout=plain,
-            style=html_style,
-        )
+        text = f"<b>Question {i}.</b>{_section(q)} {_math_html(q['prompt'])}"
         if q["kind"] == "choice":
-            control = w.RadioButtons(
-                options=[(o["text"], k) for k, o in enumerate(q["options"])],
+            text += "".join(
+                f'<div style="margin: 0.3em 0 0 1.5em"><b>{LETTERS[k]}.</b> '
+                f"{_math_html(o['text'])}</div>"
+                for k, o in enumerate(q["options"])
+            )
+            control = w.ToggleButtons(
+                options=[(LETTERS[k], k) for k in range(len(q["options"]))],
                 value=None,
-                layout=wide,
-                style=choice_style,
+                layout=plain,
+                style=letter_style,
             )
         else:
             control = w.Text(
                 placeholder="a number", description="answer", layout=plain, style=text_style
             )
+        prompt = w.HTMLMath(text, layout=plain, style=html_style)
         button = w.Button(description="Check", layout=plain, style=button_style)
         feedback = w.HTMLMath(layout=plain, style=html_style)
 
@@ -372,7 +379,7 @@ def show(chapter: str):
             feedback.value = f'<span style="color:{colour}">{_math_html(text)}</span>'
 
         button.on_click(on_click)
-        rows.append(w.VBox([prompt, control, button, feedback], layout=plain))
+        rows.append(w.VBox([prompt, control, button, feedback], layout=spaced))
     box = Quiz(rows, layout=plain)
     box.add_class(WIDGET_CLASS)
     return box

@@ -346,7 +346,7 @@ def run_widgets(visit: LabVisit, chapter: str, nb: dict, n_widgets: int) -> None
 
 def check_quiz(pg, chapter: str) -> None:
     """The chapter's quiz, run in the same visit (its cell needs nothing from the cells above
-    it): every question shown; a wrong option, checked, says why it is wrong, and the right one
+    it): every question shown; a wrong letter, checked, says why it is wrong, and the right one
     says it is right, as course_lib.quiz.check_answer does."""
     from course_lib import quiz
 
@@ -361,7 +361,7 @@ def check_quiz(pg, chapter: str) -> None:
     row.scroll_into_view_if_needed()
     feedback = row.locator(".widget-htmlmath").nth(1)
     for option, verdict in ((1 - min(right, 1), "Not quite."), (right, "Right.")):
-        row.locator(".widget-radio-box label").nth(option).click()
+        row.locator(".widget-toggle-buttons button").nth(option).click()
         row.locator("button", has_text="Check").click()
         pg.wait_for_function(
             "([e, v]) => e.innerText.trim().startsWith(v)",
