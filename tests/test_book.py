@@ -141,6 +141,24 @@ def test_quiz_pages_are_titled_after_their_chapters(site: Path) -> None:
 
 
 @pytest.mark.book
+def test_each_chapter_page_ends_its_lesson_with_a_quiz_that_responds(site: Path) -> None:
+    """The quiz that ends each chapter is, on its page, the questions graded by the page's own
+    script (tools/chapter_quizzes.py), never the stored widget, whose buttons would do nothing
+    without a kernel: no widget view and no widget model of the quiz is left, and the link to
+    the quiz's own page resolves (check_page answers a question in the browser)."""
+    from course_lib import quiz
+
+    for page in notebook_pages():
+        name = Path(page).name
+        text = (site / f"{page}.html").read_text(encoding="utf-8")
+        assert text.count(f'<div class="course-quiz-embed" data-chapter="{name}">') == 1, page
+        assert text.count('class="course-quiz-q ') == len(quiz.load(name)), page
+        assert "Quiz(" not in text and 'course-quiz"' not in text, f"{page}: the frozen quiz"
+        href = re.search(r'class="course-quiz-where">.*?<a href="([^"]+)"', text, re.S)[1]
+        assert (site / page).parent.joinpath(href).resolve().is_file(), f"{page}: {href}"
+
+
+@pytest.mark.book
 def test_pages_load_nothing_from_other_hosts(site: Path) -> None:
     offenders = {}
     pages = sorted(p for p in site.rglob("*.html") if "_vendor" not in p.parts)
@@ -330,11 +348,35 @@ def check_page(visit: Visit, page: str, shot: str) -> None:
                 widget.scroll_into_view_if_needed()
                 assert widget.is_visible(), f"{page}: the widget is not visible once scrolled to"
             assert pg.locator(".widget-error").count() == 0, f"{page}: a widget failed to render"
+        if is_chapter:
+            check_chapter_quiz(pg, chapter)
         pg.wait_for_load_state("networkidle", timeout=30_000)
     finally:
         ARTIFACTS.mkdir(exist_ok=True)
         pg.screenshot(path=str(ARTIFACTS / f"{shot}.png"), full_page=True)
     visit.check(page)
+
+
+def check_chapter_quiz(pg, chapter: str) -> None:
+    """The quiz that ends the chapter responds without a kernel: the right option of its first
+    multiple-choice question, clicked, says so; printed, the quiz is one line pointing to the
+    end of the book (tools/chapter_quizzes.py)."""
+    from course_lib import quiz
+
+    questions = quiz.load(chapter)
+    box = pg.locator(".course-quiz-embed")
+    assert box.locator(".course-quiz-q").count() == len(questions), f"{chapter}: the quiz"
+    i = next(k for k, q in enumerate(questions) if q["kind"] == "choice")
+    right = next(k for k, o in enumerate(questions[i]["options"]) if o.get("correct"))
+    question = box.locator(".course-quiz-q").nth(i)
+    question.scroll_into_view_if_needed()
+    question.locator("button.course-quiz-option").nth(right).click()
+    assert question.get_attribute("data-answered") == "right", f"{chapter}: the quiz"
+    pg.emulate_media(media="print")
+    try:
+        assert box.locator(".course-quiz-print").is_visible() and not question.is_visible()
+    finally:
+        pg.emulate_media(media="screen")
 
 
 @pytest.mark.browser

@@ -34,7 +34,7 @@ HTML = ROOT / "book" / "_build" / "html"
 WIDGET_STATE = re.compile(
     r'(<script type="application/vnd\.jupyter\.widget-state\+json">)(.*?)(</script>)', re.S
 )
-MODEL_REF = re.compile(r"IPY_MODEL_([0-9a-f]+)")
+MODEL_REF = re.compile(r"IPY_MODEL_(\w+)")
 VIEW_JSON = re.compile(
     r'<script type="application/vnd\.jupyter\.widget-view\+json">(.*?)</script>', re.S
 )
