@@ -24,7 +24,8 @@ LOCAL_HOSTS = {"127.0.0.1"}
 #: The chapter RISE presents in JupyterLab (tests/test_lab_slides.py): math, figures, a widget.
 RISE_CHAPTER = "02_softmax"
 #: The chapter whose quiz (its last code cell, course_lib.quiz.show) the Lab test runs and
-#: answers; the other chapters' quiz cells are shown there, not run (tests/test_lab.py).
+#: answers (the other chapters' quiz cells are shown there, not run: tests/test_lab.py), and
+#: whose page's quiz the website's browser test answers and prints (tests/test_book.py).
 QUIZ_LAB_CHAPTER = "01_matmul"
 #: Schemes that never leave the machine.
 LOCAL_SCHEMES = {"file", "data", "blob"}
