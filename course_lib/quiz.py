@@ -11,10 +11,11 @@ A chapter's quiz lives in ``data/quizzes/NN_topic.yml``: a list of questions, ea
 Each question also names the ``section`` of the notebook it tests (``"2.3"``), shown beside it so
 that a learner knows where to read again; the tests hold every core section named.
 
-:func:`check_answer` grades one answer and says why; :func:`show` is the widget
-(``course_lib.quiz.show("02_softmax")`` in a notebook), :func:`page_html` the website's version
-(plain HTML and a small script, no kernel and no request off the page), built by
-``tools/build_book.py``.
+:func:`check_answer` grades one answer and says why; :func:`show` is the widget (the last code
+cell of every chapter's lesson, ``quiz.show("02_softmax")``), :func:`page_html` the website's
+quiz page (plain HTML and a small script, no kernel and no request off the page), built by
+``tools/build_book.py``, and :func:`chapter_html` the copy that takes the widget's place on the
+chapter's own page (``tools/chapter_quizzes.py``).
 
 >>> q = {"kind": "numeric", "prompt": "2 + 2?", "answer": 4, "tolerance": 0, "why": "Sum."}
 >>> check_answer(q, 4)
