@@ -398,7 +398,7 @@ def write_pages(out: Path, titles: dict[str, str]) -> list[Path]:
             f"# Quiz: {title}\n\n"
             "Pick an answer (or type a number) and press it: the page says whether it is right "
             "and why, in the chapter's notation ($d_k$, $\\mathrm{softmax}$, ...). Nothing is sent "
-            "anywhere. In JupyterLab the same quiz is "
+            "anywhere. In JupyterLab or Colab the same quiz ends the chapter's lesson: "
             f'`course_lib.quiz.show("{name}")`.\n\n'
             f"```{{raw}} html\n{page_html(name)}\n```\n"
         )
