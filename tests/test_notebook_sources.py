@@ -330,10 +330,11 @@ def test_ready_chapter_ends_with_its_quiz(src):
 
     # the executed notebook (its cells are the source's: test_py_and_ipynb_are_in_sync)
     cells = nbformat.read(src.with_suffix(".ipynb"), as_version=4).cells
-    appendix = next(
+    appendix = next(  # the cell that opens the testing appendix (it may hold the references)
         i
         for i, c in enumerate(cells)
-        if c.cell_type == "markdown" and c.source.startswith("## How this chapter is tested")
+        if c.cell_type == "markdown"
+        and re.search(r"^## How this chapter is tested", c.source, re.M)
     )
     quizzes = [i for i, c in enumerate(cells) if c.cell_type == "code" and quiz_called_in(c.source)]
     assert len(quizzes) == 1, f"{src.stem}: {len(quizzes)} quiz cells, want one"
@@ -346,7 +347,7 @@ def test_ready_chapter_ends_with_its_quiz(src):
     stated, estimate = int(heading[1]), rate.quiz_minutes(src.stem)
     slack = max(rate.MIN_SLACK, math.ceil(rate.TOLERANCE * estimate))
     assert abs(stated - estimate) <= slack, f"quiz: stated {stated} min, the rate gives {estimate}"
-    follow = cells[at + 1 : appendix]
+    follow = cells[at + 1 : appendix + 1]
     assert follow and follow[0].source.startswith("## References"), "the references follow"
     assert all(c.cell_type == "markdown" for c in follow), "only the references follow the quiz"
     data = [o.get("data", {}) for o in cells[at].get("outputs", [])]
