@@ -1,7 +1,8 @@
 """What the browser tests share: a page visit that records errors and requests, and a server.
 
-:class:`Visit` opens one URL in a fresh browser context, blocks and records every request that
-would leave 127.0.0.1, and records console errors (less the ones a test names as known, each
+:class:`Visit` opens one URL in a fresh browser context, records every request that would
+leave 127.0.0.1 (the browser of tests/conftest.py refuses them all: its proxy is not there),
+and records console errors (less the ones a test names as known, each
 with its reason). The website's pages (tests/test_book.py), JupyterLab (tests/test_lab.py) and
 the slide decks (tests/test_lab_slides.py) are all visited through it. :func:`serve` serves a
 folder on 127.0.0.1 for as long as a ``with`` block lasts.
@@ -60,11 +61,9 @@ class Visit:
         self.page = self.context.new_page()
         self.errors: list[str] = []
         self.requests: list[str] = []
-        self.blocked: list[str] = []
         self.page.on("console", self._console)
         self.page.on("pageerror", lambda exc: self.errors.append(f"page error: {exc}"))
         self.page.on("request", lambda req: self.requests.append(req.url))
-        self.page.route("**/*", self._route)
         self.response = None
         if url is not None:
             self.response = self.page.goto(url, **{"wait_until": "load", "timeout": 60_000, **goto})
@@ -73,15 +72,14 @@ class Visit:
         if msg.type == "error" and not any(re.search(p, msg.text) for p in self.ignored):
             self.errors.append(f"console error: {msg.text} ({msg.location.get('url')})")
 
-    def _route(self, route) -> None:
-        if is_local(route.request.url, self.schemes):
-            route.continue_()
-        else:
-            self.blocked.append(route.request.url)
-            route.abort()
+    @property
+    def blocked(self) -> list[str]:
+        """The requests for other hosts or schemes: the browser refused them (its proxy is
+        not there, and a page on 127.0.0.1 may not read ``file:``)."""
+        return [u for u in self.requests if not is_local(u, self.schemes)]
 
     def remote_requests(self) -> list[str]:
-        return [u for u in self.requests if not is_local(u, self.schemes)]
+        return self.blocked
 
     def check(self, name: str) -> None:
         """No console error, nothing blocked, no request that left 127.0.0.1."""

@@ -27,6 +27,7 @@ BOOK = ROOT / "book"
 BUILD = BOOK / "_build"
 NOTEBOOKS = ROOT / "notebooks"
 ARTIFACTS = Path(__file__).resolve().parent / "artifacts"
+DEAD_PROXY = "http://127.0.0.1:9"
 _RUN = os.environ.get("PYTEST_XDIST_TESTRUNUID") or uuid.uuid4().hex  # this run, all workers
 
 
@@ -45,6 +46,11 @@ def browser():
         "--disable-sync",
         "--no-first-run",
         "--disable-quic",
+        # nothing leaves the machine: every request to another host goes to a proxy that is not
+        # there (port 9, discard) and fails at once; 127.0.0.1 bypasses proxies. Visits record
+        # such requests (tests/browser.py) without routing each request through Python, which
+        # would also switch the browser's cache off.
+        f"--proxy-server={DEAD_PROXY}",
     ]
     with sync_api.sync_playwright() as p:
         path = find_chromium()

@@ -35,7 +35,7 @@ from course_lib.static_explorer import (
     precompute,
     settings,
 )
-from tools.explorer_pages import ExplorerPageError, calls_in, place
+from tools.explorer_pages import ExplorerPageError, cached_precompute, calls_in, place
 
 ROOT = Path(__file__).resolve().parent.parent
 ARTIFACTS = Path(__file__).resolve().parent / "artifacts"
@@ -53,7 +53,7 @@ EACH_CHAPTER = [
 def built(chapter: str) -> tuple[str, Explorer, dict, str]:
     """(call, explorer, precomputed data, HTML fragment) of a chapter, once per session."""
     call, ex = chapter_explorer(chapter)
-    data = precompute(ex)
+    data = cached_precompute(chapter, ex)  # the website build's grid, if it has made it
     return call, ex, data, explorer_html(ex, data)
 
 
@@ -171,6 +171,30 @@ def test_bad_controls_are_named():
         precompute(Explorer("e", "E", (Control("x", "x", (1,)),), render=lambda x: x))
     with pytest.raises(ValueError, match="no explorer for chapter '99_x'"):
         chapter_explorer("99_x")
+
+
+def test_the_grid_cache_computes_once_and_never_serves_another_grid(tmp_path, monkeypatch):
+    """tools.explorer_pages.cached_precompute: the second call reads what the first wrote; a
+    changed control, chapter or input digest is another file; the grid equals precompute's."""
+    from tools import explorer_pages
+
+    calls = []
+
+    def render(x):
+        calls.append(x)
+        return f"<b>{x}</b>"
+
+    ex = Explorer("e", "E", (Control("x", "x", (1, 2, 3)),), render=render, value=lambda x: (x,))
+    first = cached_precompute("99_x", ex, tmp_path)
+    assert first == as_json(precompute(ex)) and len(calls) == 6  # cached, then direct
+    assert cached_precompute("99_x", ex, tmp_path) == first and len(calls) == 6  # read back
+    other = Explorer("e", "E", (Control("x", "x", (1, 2)),), render=render)
+    assert len(cached_precompute("99_x", other, tmp_path)["table"]) == 2
+    cached_precompute("98_y", ex, tmp_path)
+    monkeypatch.setattr(explorer_pages, "inputs_digest", lambda: "changed")
+    cached_precompute("99_x", ex, tmp_path)
+    assert len(list(tmp_path.glob("*.json"))) == 4 and len(calls) == 14
+    assert as_json(cached_precompute("99_x", ex, None)) == first and len(calls) == 17  # direct
 
 
 def test_built_pages_hold_every_explorer():

@@ -10,6 +10,10 @@ render, frozen) with :func:`course_lib.static_explorer.explorer_html`. It fails,
 chapter, if a page is missing, if no cell or more than one cell makes the call (a chapter was
 renamed, or its call changed), or if the cell has no widget output. Running it again replaces
 the explorers it wrote before (they sit between ``<!-- course-explorer:... -->`` markers).
+
+Each chapter's grid is kept in ``.cache/explorers/`` under a digest of everything it depends
+on (:func:`cached_precompute`): a rebuild with nothing changed, and the tests after a build,
+read it instead of computing it again.
 """
 
 from __future__ import annotations
@@ -30,6 +34,55 @@ WIDGET_VIEW = re.compile(
     r'<script type="application/vnd\.jupyter\.widget-view\+json">.*?</script>', re.S
 )
 DIV = re.compile(r"<div\b|</div>")
+
+
+#: Precomputed grids, keyed by everything that can change them (see :func:`cached_precompute`):
+#: the website build and the tests compute each chapter's grid once between them, not twice.
+CACHE = ROOT / ".cache" / "explorers"
+
+
+def inputs_digest() -> str:
+    """A digest of what an explorer's outputs depend on: course_lib's code, the data files, and
+    the versions of Python, NumPy and PyTorch."""
+    import hashlib
+    import platform
+
+    import numpy
+    import torch
+
+    h = hashlib.sha256(
+        f"{platform.python_version()} {numpy.__version__} {torch.__version__}".encode()
+    )
+    files = sorted((ROOT / "course_lib").rglob("*.py")) + sorted((ROOT / "data").rglob("*"))
+    for path in files:
+        if path.is_file():
+            h.update(str(path.relative_to(ROOT)).encode() + b"\0" + path.read_bytes())
+    return h.hexdigest()
+
+
+def cached_precompute(chapter: str, ex, cache: Path | None = CACHE) -> dict:
+    """:func:`course_lib.static_explorer.precompute`, kept in ``cache`` under a name that holds
+    a digest of its inputs (:func:`inputs_digest`, the chapter, the explorer's controls), so a
+    changed input never reads an old grid; ``cache=None`` always computes."""
+    import hashlib
+    import json
+    import os
+
+    from course_lib.static_explorer import precompute
+
+    if cache is None:
+        return precompute(ex)
+    controls = repr(ex.controls)
+    key = hashlib.sha256(f"{inputs_digest()} {chapter} {ex.key} {controls}".encode()).hexdigest()
+    path = cache / f"{chapter}-{key[:20]}.json"
+    if path.is_file():
+        return json.loads(path.read_text(encoding="utf-8"))
+    data = json.loads(json.dumps(precompute(ex)))  # as the file will give it back
+    cache.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(f".{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(data), encoding="utf-8")
+    os.replace(tmp, path)  # whole or not at all: another process may be reading
+    return data
 
 
 class ExplorerPageError(ValueError):
@@ -121,7 +174,7 @@ def add_explorers(
 
 
 def _add_explorers(html_dir: Path, chapters: list[str], verbose: bool) -> dict[str, dict]:
-    from course_lib.static_explorer import chapter_explorer, explorer_html, precompute
+    from course_lib.static_explorer import chapter_explorer, explorer_html
 
     report = {}
     for chapter in chapters:
@@ -130,7 +183,7 @@ def _add_explorers(html_dir: Path, chapters: list[str], verbose: bool) -> dict[s
             raise ExplorerPageError(f"{chapter}: no built page at {path}")
         start = time.perf_counter()
         call, ex = chapter_explorer(chapter)
-        data = precompute(ex)
+        data = cached_precompute(chapter, ex)
         fragment = explorer_html(ex, data)
         seconds = time.perf_counter() - start
         page = path.read_text(encoding="utf-8")

@@ -49,9 +49,12 @@ def launch_browser(p):
     if path is None:
         raise PdfUnavailable(f"no Chromium to print course.pdf with: {BROWSER_HINT}")
     try:
-        return p.chromium.launch(
-            executable_path=path, args=["--headless", "--no-sandbox", "--disable-gpu"]
-        )
+        # pages are read from files; any http(s) request goes to a proxy that is not there
+        # (loopback included) and fails at once: nothing leaves the machine, and no request
+        # is routed through Python (which costs time on every one of a page's files)
+        args = ["--headless", "--no-sandbox", "--disable-gpu"]
+        args += ["--proxy-server=http://127.0.0.1:9", "--proxy-bypass-list=<-loopback>"]
+        return p.chromium.launch(executable_path=path, args=args)
     except Exception as exc:  # playwright's Error: a missing or broken executable
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise PdfUnavailable(f"Chromium ({path}) did not start ({first}): {BROWSER_HINT}") from exc
@@ -117,12 +120,15 @@ FONT_CSS = tuple(
 #: In the print layout: every element's font list ends with the fallback fonts; whatever still
 #: overflows its box (a wide table, display math, a widget) is shrunk to fit; returns how many.
 FIT_FOR_PRINT = """(fallback) => {
-  for (const el of document.querySelectorAll('body, body *')) {
-    const family = getComputedStyle(el).fontFamily;
-    if (family && !family.includes(fallback[0])) {
-      el.style.fontFamily = family + ', ' + fallback.join(', ');
+  // every font list read first, then every one written: a read after a write would make the
+  // browser recompute the page's styles once per element (seconds on a chapter)
+  const all = [...document.querySelectorAll('body, body *')];
+  const families = all.map(el => getComputedStyle(el).fontFamily);
+  all.forEach((el, i) => {
+    if (families[i] && !families[i].includes(fallback[0])) {
+      el.style.fontFamily = families[i] + ', ' + fallback.join(', ');
     }
-  }
+  });
   const limit = document.documentElement.clientWidth;
   let shrunk = 0;
   for (const el of document.querySelectorAll('body *')) {
@@ -143,6 +149,23 @@ FIT_FOR_PRINT = """(fallback) => {
     }
   }
   return shrunk;
+}"""
+
+#: The print stylesheet and the fallback fonts' stylesheets, added at once; resolves when the
+#: fonts' stylesheets have loaded (one restyle of the page, not one per sheet).
+ADD_PRINT_STYLES = """async ([css, fontSheets]) => {
+  const style = document.createElement('style');
+  style.textContent = css;
+  const links = fontSheets.map(href => {
+    const link = document.createElement('link');
+    link.rel = 'stylesheet';
+    link.href = href;
+    return link;
+  });
+  const loaded = links.map(link => new Promise(r => { link.onload = link.onerror = r; }));
+  document.head.append(style, ...links);
+  await Promise.all(loaded);
+  return true;
 }"""
 
 WAIT_FOR_PAGE = """async () => {
@@ -176,11 +199,8 @@ def build_pdf(
         browser = launch_browser(p)
         page = browser.new_page(viewport={"width": PRINT_WIDTH, "height": 1100})
         fonts = [html_dir / "_vendor" / f for f in FONT_CSS]
-        # no request leaves the machine: the site is self-contained
-        page.route(
-            "**/*",
-            lambda r: r.continue_() if r.request.url.startswith(("file:", "data:")) else r.abort(),
-        )
+        page.emulate_media(media="print")  # laid out once, for print, from the start
+        sheets = [css.as_uri() for css in fonts if css.is_file()]
         for i, name in enumerate(only or pages_in_order()):
             page.goto((html_dir / f"{name}.html").as_uri(), wait_until="load", timeout=120_000)
             errors = page.evaluate(WAIT_FOR_PAGE)
@@ -188,11 +208,7 @@ def build_pdf(
                 raise SystemExit(f"error: {name}: {errors} TeX errors on the page")
             title = page.title().split("—")[0].split(" | ")[0].strip()
             part = Path(tmp) / f"{i:02d}.pdf"
-            page.add_style_tag(content=PRINT_CSS)
-            for css in fonts:
-                if css.is_file():
-                    page.add_style_tag(url=css.as_uri())
-            page.emulate_media(media="print")
+            page.evaluate(ADD_PRINT_STYLES, [PRINT_CSS, sheets])
             page.evaluate(FIT_FOR_PRINT, list(FALLBACK_FONTS))
             page.evaluate("document.fonts.ready.then(() => true)")
             page.pdf(
