@@ -761,3 +761,26 @@ def test_checkers_explain_typical_mistakes():
     assert "a pair" in str(check.previous_token_head(lambda L: np.eye(L)))
     with pytest.raises(AssertionError):
         check.torch_head_weights(lambda w, h: w, require=True)
+
+
+def _heads_from_torch(w, h):
+    d = w.shape[1]
+    return tuple(p.T.reshape(d, h, d // h).transpose(1, 0, 2) for p in np.split(w, 3))
+
+
+@pytest.mark.parametrize(
+    "form",
+    [
+        tuple,
+        list,
+        lambda ws: tuple(torch.from_numpy(np.ascontiguousarray(x)) for x in ws),  # tensors
+        lambda ws: [torch.tensor(x, dtype=torch.float32) for x in ws],  # float32 tensors
+        lambda ws: tuple(x.astype(np.float32) for x in ws),  # float32 arrays
+        lambda ws: np.stack(ws),  # one (3, h, d, d_k) array
+        lambda ws: torch.from_numpy(np.stack(ws)),  # one (3, h, d, d_k) tensor
+    ],
+)
+def test_torch_head_weights_takes_every_form_of_the_three_weights(form):
+    """Issue 44, item 2: (w_q, w_k, w_v) as a tuple or list, of arrays or tensors, float64 or
+    float32, or stacked into one array."""
+    assert check.torch_head_weights(lambda w, h: form(_heads_from_torch(w, h)), require=True)

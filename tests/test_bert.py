@@ -390,7 +390,7 @@ def test_checkers_accept_solutions_and_name_mistakes():
     assert check.best_span(ft.best_span)
     no_order = lambda s, e, max_tokens=8: (int(np.argmax(s)), int(np.argmax(e)))  # noqa: E731
     outcome = check.best_span(no_order)
-    assert not outcome and "end comes before its start" in str(outcome)
+    assert not outcome and "separately" in str(outcome)
     from course_lib.bert.masking import corrupt
 
     assert check.corrupt(lambda t, u, r, m, s: corrupt(t, u, r, mask_id=m, special_ids=s))
@@ -821,3 +821,46 @@ def test_wordpiece_and_span_checkers_survive_garbage_and_accept_every_form():
         outcome = check.best_span(fn)
         assert not outcome and outcome.details, fn
     assert not check.wordpiece_encode(None) and not check.best_span("best_span")
+
+
+def _span_pairs(s, m):
+    return [(i, j) for i in range(len(s)) for j in range(i, min(i + m, len(s)))]
+
+
+def _greedy_span(s, e, m):
+    i = int(np.argmax(s))
+    return i, i + int(np.argmax(e[i : i + m]))
+
+
+@pytest.mark.parametrize(
+    ("wrong", "words"),
+    [
+        (lambda s, e, m: (int(np.argmax(s)), int(np.argmax(e))), "separately"),
+        (_greedy_span, "fixed the best start"),
+        (
+            lambda s, e, m: max(_span_pairs(s, m - 1), key=lambda ij: s[ij[0]] + e[ij[1]]),
+            "max_tokens - 1",
+        ),
+        (lambda s, e, m: max(_span_pairs(s, m), key=lambda ij: s[ij[0]] * e[ij[1]]), "multiplied"),
+        (
+            lambda s, e, m: max(_span_pairs(s, m + 1), key=lambda ij: s[ij[0]] + e[ij[1]]),
+            "more than max_tokens",
+        ),
+        (lambda s, e, m: ft.best_span(s, e, m)[::-1], "end comes before its start"),
+    ],
+)
+def test_best_span_checker_names_the_typical_mistakes(wrong, words):
+    outcome = check.best_span(wrong)
+    assert not outcome and words in str(outcome), str(outcome)
+
+
+def test_best_span_checker_takes_any_of_tied_best_spans():
+    """Case 2's scores tie (0, 0), (0, 1), (2, 3) and (3, 3) at 6: a right search that keeps the
+    last maximum passes too."""
+
+    def last_max(s, e, m):
+        pairs = _span_pairs(s, m)
+        scores = [s[i] + e[j] for i, j in pairs]
+        return pairs[len(scores) - 1 - int(np.argmax(scores[::-1]))]
+
+    assert check.best_span(last_max, require=True)

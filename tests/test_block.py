@@ -556,6 +556,35 @@ def test_layer_norm_grad_checker_accepts_the_derivation_and_names_missing_paths(
     assert not check.layer_norm_backward(lambda x, g, dy, eps=1e-5: dy).passed
 
 
+def _ln_grad_variant(axis=-1, ddof=0, times_sigma=False, gain=True):
+    def fn(x, gain_, grad_out, eps=1e-5):
+        mu = x.mean(axis, keepdims=True)
+        sigma = np.sqrt(x.var(axis, keepdims=True, ddof=ddof) + eps)
+        x_hat, g_hat = (x - mu) / sigma, grad_out * (gain_ if gain else 1)
+        inner = (
+            g_hat
+            - g_hat.mean(axis, keepdims=True)
+            - x_hat * (g_hat * x_hat).mean(axis, keepdims=True)
+        )
+        return inner if times_sigma else inner / sigma
+
+    return fn
+
+
+@pytest.mark.parametrize(
+    ("wrong", "words"),
+    [
+        (_ln_grad_variant(axis=0), "axis 0"),
+        (_ln_grad_variant(ddof=1), "unbiased variance"),
+        (_ln_grad_variant(times_sigma=True), "final division by sigma"),
+        (_ln_grad_variant(gain=False), "multiply grad_out by the gain"),
+    ],
+)
+def test_layer_norm_grad_checker_names_the_typical_mistakes(wrong, words):
+    outcome = check.layer_norm_backward(wrong)
+    assert not outcome and words in str(outcome), str(outcome)
+
+
 def test_checkers_accept_solutions():
     assert check.layer_norm(_ln_solution, require=True)
     assert check.pre_ln_block(_pre_ln_solution, require=True)

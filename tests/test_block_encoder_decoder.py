@@ -395,3 +395,39 @@ def test_threads_restores_the_setting():
     with pytest.raises(ValueError, match="threads"):
         with threads(0):
             pass
+
+
+def _post_ln_decoder_by_hand(cross_residual=True, ffn_residual=True, kv="memory"):
+    """A post-LN decoder block written out, with one typical mistake switched on."""
+
+    def block(y, m, p):
+        L = y.shape[-2]
+
+        def ln(i, z):
+            return ref.layer_norm(z, p[f"norm{i}_gain"], p[f"norm{i}_bias"])
+
+        def att(x_q, x_kv, pre="", mask=None):
+            w = [p[pre + n] for n in ("w_q", "w_k", "w_v", "w_o")]
+            b = {n: p[pre + n] for n in ("b_q", "b_k", "b_v", "b_o")}
+            return ref.multi_head_attention(x_q, x_kv, x_kv, *w, mask=mask, **b)
+
+        y1 = ln(1, y + att(y, y, mask=np.tril(np.ones((L, L), bool))))
+        y2 = ln(2, (y1 if cross_residual else 0) + att(y1, {"memory": m, "y": y}[kv], "cross_"))
+        ffn = ref.feed_forward(y2, p["w_1"], p["w_2"], p["b_1"], p["b_2"])
+        return ln(3, (y2 if ffn_residual else 0) + ffn)
+
+    return block
+
+
+@pytest.mark.parametrize(
+    ("wrong", "words"),
+    [
+        (_post_ln_decoder_by_hand(cross_residual=False), "cross-attention has no residual"),
+        (_post_ln_decoder_by_hand(kv="y"), "come from the block's input y"),
+        (_post_ln_decoder_by_hand(ffn_residual=False), "feed-forward network has no residual"),
+    ],
+)
+def test_decoder_block_checker_names_a_missing_residual_and_the_wrong_stream(wrong, words):
+    assert check.decoder_block(_post_ln_decoder_by_hand()).passed
+    outcome = check.decoder_block(wrong)
+    assert not outcome.passed and words in str(outcome), str(outcome)

@@ -248,6 +248,9 @@ def test_checkers_accept_solutions():
         (check.linear_weight, "W.T", "expected a function"),
         (check.layer_flops, lambda b, L, di, do: 2 * b * L * di * do, "bias"),
         (check.layer_flops, lambda b, L, di, do: b * L * di * do + b * L * do, "two FLOPs"),
+        (check.layer_flops, lambda b, L, di, do: b * L * di * do, "bias adds one per output"),
+        (check.layer_flops, lambda b, L, di, do: 2 * L * di * do + L * do, "batch size"),
+        (check.layer_flops, lambda b, L, di, do: 2 * b * di * do + b * do, "seq_len"),
         (check.layer_flops, lambda b, L, di, do: "many", "int"),
     ],
 )

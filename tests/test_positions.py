@@ -624,6 +624,30 @@ def test_checkers_accept_solutions():
         assert check.scheme_prediction(spelling, "alibi").passed
 
 
+def _rotary_exponent(x, p, k):  # pair i turns at 10000^(k i / d): k = -2 is right
+    d = x.shape[1]
+    angle = np.asarray(p, dtype=float)[:, None] * 10000.0 ** (k * np.arange(d // 2) / d)
+    out = np.empty(x.shape)
+    out[:, 0::2] = x[:, 0::2] * np.cos(angle) - x[:, 1::2] * np.sin(angle)
+    out[:, 1::2] = x[:, 0::2] * np.sin(angle) + x[:, 1::2] * np.cos(angle)
+    return out
+
+
+def _skew_masked(A):
+    L = len(A)
+    return np.asarray(A) * (np.add.outer(np.arange(L), np.arange(L)) >= L - 1)
+
+
+def _skew_keeping_the_first_row(A):
+    L = len(A)
+    return np.pad(_skew_masked(A), ((0, 0), (1, 0))).reshape(L + 1, L)[:-1]
+
+
+def _skew_padded_right(A):
+    L = len(A)
+    return np.pad(_skew_masked(A), ((0, 0), (0, 1))).reshape(L + 1, L)[1:]
+
+
 def _no_mask_skew(A):
     L = len(A)
     return np.pad(A, ((0, 0), (1, 0))).reshape(L + 1, L)[1:]
@@ -656,7 +680,20 @@ def _no_mask_skew(A):
             lambda x, p: ref.rotary_embedding(x, p, layout="concatenated"),
             "i + d/2",
         ),
+        (
+            check.rotary,
+            lambda x, p: ref.rotary_embedding(x, np.arange(len(p))),
+            "row index 0..L-1",
+        ),
+        (check.rotary, lambda x, p: ref.rotary_embedding(x, np.asarray(p) + 1), "one position"),
+        (check.rotary, lambda x, p: _rotary_exponent(x, p, -1.0), "you used -i/d"),
+        (check.rotary, lambda x, p: _rotary_exponent(x, p, -4.0), "column index 2i"),
+        (check.rotary, lambda x, p: _rotary_exponent(x, p, 2.0), "sign is flipped"),
         (check.skew_step, _no_mask_skew, "apply the mask"),
+        (check.skew_step, _skew_keeping_the_first_row, "drop the first one"),
+        (check.skew_step, lambda A: ref.skew(A).T, "transposed"),
+        (check.skew_step, lambda A: ref.skew(np.asarray(A)[:, ::-1]), "offsets backwards"),
+        (check.skew_step, _skew_padded_right, "on the left of A"),
         (
             check.skew_step,
             lambda A: algorithm1_steps(np.eye(len(A)), np.transpose(A), "as printed")["D"],

@@ -687,6 +687,11 @@ def _naive(x):
         (check.top_p, "top-p", "expected a function"),
         (check.softmax_jacobian, lambda x: -np.outer(_sm(x), _sm(x)), "diagonal"),
         (check.softmax_jacobian, lambda x: np.diag(_sm(x)) - _sm(x), "outer product"),
+        (check.softmax_jacobian, lambda x: np.outer(_sm(x), _sm(x)) - np.diag(_sm(x)), "flipped"),
+        (check.softmax_jacobian, lambda x: np.diag(_sm(x)) + np.outer(_sm(x), _sm(x)), "not add"),
+        (check.softmax_jacobian, lambda x: np.diag(x) - np.outer(x, x), "used the logits"),
+        (check.softmax_jacobian, lambda x: np.eye(len(x)) - _sm(x)[None, :], "log-softmax"),
+        (check.softmax_jacobian, lambda x: _sm(x) * (1 - _sm(x)), "only the diagonal"),
     ],
 )
 def test_checkers_explain_mistakes(checker, wrong, words):

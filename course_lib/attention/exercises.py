@@ -327,6 +327,9 @@ def torch_head_weights(fn: Callable, *, require: bool = False) -> Outcome:
         w, h = args
         d = w.shape[1]
         parts = np.split(w, 3)  # W_Q, W_K, W_V as PyTorch stores them, (d, d) each
+        stacked = None if isinstance(got, tuple | list) else to_array(got)
+        if stacked is not None and stacked.ndim == 4 and len(stacked) == 3:
+            got = tuple(stacked)  # the three stacked into one (3, h, d, d_k) array or tensor
         if not isinstance(got, tuple | list) or len(got) != 3:
             return f"return a tuple (w_q, w_k, w_v) of three arrays, got {describe(got)}"
         names = ("w_q", "w_k", "w_v")

@@ -56,21 +56,49 @@ def best_span(fn: Callable, *, require: bool = False) -> Outcome:
     ...                               key=lambda ij: s[ij[0]] + e[ij[1]])).passed
     True
     """
-    cases = [(d, (s, e, m), _brute_span(s, e, m)) for d, (s, e), m in _span_cases()]
+    cases = [(d, (s, e, m), (s, e, m)) for d, (s, e), m in _span_cases()]
 
-    def compare(got, want):
+    def compare(got, args):
+        s, e, m = args
+        want = _brute_span(s, e, m)
         try:
             i, j = (int(v) for v in got)
         except (TypeError, ValueError):
             return f"return a pair of positions (i, j), got {got!r}"
-        (s, e, m) = next(args for _, args, w in cases if w == want)
-        if (i, j) == want:
-            return None
+        best = s[want[0]] + e[want[1]]
+        if 0 <= i <= j < min(i + m, len(s)) and s[i] + e[j] >= best - 1e-9 * (1 + abs(best)):
+            return None  # the best span, or one tied with it
+        if (i, j) == (int(np.argmax(s)), int(np.argmax(e))):
+            return (
+                f"you took the best start and the best end separately, ({i}, {j}): search the "
+                "pairs (i, j) with i <= j < i + max_tokens together"
+            )
         if j < i:
             return f"you return a span whose end comes before its start ({i}, {j}): require i <= j"
         if j - i + 1 > m:
             return f"your span ({i}, {j}) has {j - i + 1} tokens, more than max_tokens = {m}"
-        return f"you return ({i}, {j}) with score {s[i] + e[j]:.4g}, but ({want[0]}, {want[1]}) scores {s[want[0]] + e[want[1]]:.4g}"
+        i0 = int(np.argmax(s))
+        greedy = (i0, i0 + int(np.argmax(e[i0 : i0 + m])))
+        if (i, j) == greedy:
+            return (
+                f"you fixed the best start {i0} first and then the best end after it: a start "
+                "with a lower score can win with a better end; score every pair"
+            )
+        if m > 1 and (i, j) == _brute_span(s, e, m - 1) and want[1] - want[0] + 1 == m:
+            return (
+                f"your spans stop at max_tokens - 1 = {m - 1} tokens: j < i + max_tokens "
+                f"allows spans of {m} tokens, like ({want[0]}, {want[1]})"
+            )
+        pairs = [(a, b) for a in range(len(s)) for b in range(a, min(a + m, len(s)))]
+        if (i, j) == max(pairs, key=lambda ab: s[ab[0]] * e[ab[1]]):
+            return (
+                "you multiplied the start and end scores: they are logits (log-probabilities up "
+                "to a constant), so a span's score is their sum"
+            )
+        return (
+            f"you return ({i}, {j}) with score {s[i] + e[j]:.4g}, but ({want[0]}, {want[1]}) "
+            f"scores {s[want[0]] + e[want[1]]:.4g}"
+        )
 
     return check_cases(
         "best span from start/end scores", fn, cases, compare=compare, require=require

@@ -17,6 +17,7 @@ from course_lib.block.config import BlockConfig, DecoderConfig
 from course_lib.block.counting import count_parameters
 from course_lib.block.params import init_decoder_block, init_parameters
 from course_lib.checker import Outcome, check_cases, diagnose, guarded, seeded, to_array
+from course_lib.checks import is_tensor
 
 __all__ = [
     "DECODER_CONFIG",
@@ -116,6 +117,16 @@ def _layer_norm_grad(x: np.ndarray, g: np.ndarray, dy: np.ndarray, eps: float) -
     return xt.grad.numpy()
 
 
+def _ln_grad_formula(
+    x: np.ndarray, g: np.ndarray, dy: np.ndarray, eps: float, axis: int = -1, ddof: int = 0
+) -> np.ndarray:
+    """The derived gradient with the means over ``axis`` and ``ddof``: typical wrong variants."""
+    mu = x.mean(axis, keepdims=True)
+    sigma = np.sqrt(x.var(axis, keepdims=True, ddof=ddof) + eps)
+    gh, xh = dy * g, (x - mu) / sigma
+    return (gh - gh.mean(axis, keepdims=True) - xh * (gh * xh).mean(axis, keepdims=True)) / sigma
+
+
 @guarded
 def layer_norm_backward(fn: Callable, *, require: bool = False) -> Outcome:
     """Exercise: ``fn(x, gain, grad_out, eps=1e-5)`` returns dL/dx of LayerNorm over the last
@@ -150,8 +161,29 @@ def layer_norm_backward(fn: Callable, *, require: bool = False) -> Outcome:
                 return "the mean's term is right; the path through sigma is missing"
             if _close(arr, (gh - xh * (gh * xh).mean(-1, keepdims=True)) / sigma):
                 return "the path through sigma is right; the path through mu is missing"
-            if _close(arr, expected / g):
+            if not np.allclose(g, 1) and _close(arr, _ln_grad_formula(x, np.ones_like(g), dy, eps)):
                 return "multiply grad_out by the gain first: the gain sits after the normalisation"
+            if _close(arr, expected * sigma):
+                return (
+                    "the bracket is right but the final division by sigma = sqrt(var + eps) is "
+                    "missing"
+                )
+            if _close(arr, _ln_grad_formula(x, g, dy, eps, ddof=1)):
+                return (
+                    "you used the unbiased variance (divide by D - 1, torch.var's default); "
+                    "LayerNorm divides by D: x.var(-1) in NumPy, unbiased=False in PyTorch"
+                )
+            if x.ndim > 1 and _close(arr, _ln_grad_formula(x, g, dy, eps, 0)):
+                if x.shape[0] == 1:
+                    return (
+                        "your gradient is 0 for a single token: if your means run over axis 0 "
+                        "(across tokens), a lone token is its own mean; LayerNorm normalises "
+                        "each token over its features, the last axis (axis=-1, keepdims=True)"
+                    )
+                return (
+                    "your means run over axis 0, across tokens; LayerNorm normalises each token "
+                    "over its features, the last axis (axis=-1, keepdims=True)"
+                )
             if not np.allclose(arr.sum(-1), 0) and np.allclose(expected.sum(-1), 0):
                 return (
                     "each token's gradient must sum to 0 (adding a constant to a token does not "
@@ -275,7 +307,9 @@ def gpt_parameters(fn: Callable, *, require: bool = False) -> Outcome:
     def compare(got: object, s: tuple[int, int, int, int]) -> str | None:
         n, d, V, C = s
         want = count_parameters(_gpt_config(n, d, V, C))
-        if isinstance(got, float) and float(got).is_integer():
+        if is_tensor(got) and got.ndim == 0:  # a 0-d tensor from torch arithmetic
+            got = got.item()
+        if isinstance(got, float | np.floating) and float(got).is_integer():
             got = int(got)
         if not isinstance(got, int | np.integer) or isinstance(got, bool):
             return f"return the count as an int, got {type(got).__name__}"
@@ -325,11 +359,11 @@ def _decoder_variants(y, m, p) -> dict[str, np.ndarray]:
     def ffn(z):
         return ref.feed_forward(z, p["w_1"], p["w_2"], p["b_1"], p["b_2"])
 
-    def post(self_mask, kv="memory", cross_residual=True):
+    def post(self_mask, kv="memory", cross_residual=True, ffn_residual=True):
         y1 = ln(1, y + att(y, y, mask=self_mask))
         c = att(y1, {"memory": m, "y1": y1, "y": y}[kv], "cross_")
         y2 = ln(2, (y1 if cross_residual else 0) + c)
-        return ln(3, y2 + ffn(y2))
+        return ln(3, (y2 if ffn_residual else 0) + ffn(y2))
 
     pre = BlockConfig(**{**DECODER_CONFIG.__dict__, "norm_position": "pre"})
     own_states = (
@@ -343,6 +377,8 @@ def _decoder_variants(y, m, p) -> dict[str, np.ndarray]:
         own_states + " (here they come from the block's input y)": post(causal, kv="y"),
         "the cross-attention has no residual connection: add its output to its input before "
         "the second norm": post(causal, cross_residual=False),
+        "the feed-forward network has no residual connection: add its output to its input "
+        "before the third norm": post(causal, ffn_residual=False),
         "this is the pre-LN decoder block; the exercise asks for post-LN (norm after each "
         "residual addition, as in the original Transformer)": (
             ref.decoder_block(y, m, p, pre, self_mask=causal)

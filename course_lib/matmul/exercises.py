@@ -20,6 +20,7 @@ from course_lib.checker import (
     seeded,
     to_array,
 )
+from course_lib.checks import is_tensor
 
 __all__ = ["WHY_SHAPE", "layer_flops", "linear_weight", "outer_product_sum"]
 
@@ -166,7 +167,9 @@ def layer_flops(fn: Callable, *, require: bool = False) -> Outcome:
     def compare(got: object, s: tuple[int, int, int, int]) -> str | None:
         b, L, di, do = s
         want = 2 * b * L * di * do + b * L * do
-        if isinstance(got, float) and float(got).is_integer():
+        if is_tensor(got) and got.ndim == 0:  # a 0-d tensor from torch arithmetic
+            got = got.item()
+        if isinstance(got, float | np.floating) and float(got).is_integer():
             got = int(got)
         if not isinstance(got, int | np.integer):
             return f"return the count as an int, got {type(got).__name__}"

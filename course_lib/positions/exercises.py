@@ -142,10 +142,39 @@ def rotary(fn: Callable, *, require: bool = False) -> Outcome:
                 _rotary(x, np.arange(len(p))),
                 "you used the row index 0..L-1, not the given positions",
             ),
+            (
+                _rotary(x, np.asarray(p) + 1),
+                "your angles are one position too far: row m turns by positions[m] * w_i, so "
+                "position 0 is not rotated at all",
+            ),
+            (
+                _rotary_freqs(x, p, 10000.0 ** (-np.arange(x.shape[1] // 2) / x.shape[1])),
+                "the frequency exponent is -2i/d with i the pair index (0..d/2-1); you used -i/d",
+            ),
+            (
+                _rotary_freqs(x, p, 10000.0 ** (-4 * np.arange(x.shape[1] // 2) / x.shape[1])),
+                "you put the column index 2i where the formula has the pair index i: pair i "
+                "(columns 2i, 2i+1) turns at 10000^(-2i/d)",
+            ),
+            (
+                _rotary_freqs(x, p, 10000.0 ** (2 * np.arange(x.shape[1] // 2) / x.shape[1])),
+                "the exponent's sign is flipped: the frequencies 10000^(-2i/d) fall from 1 "
+                "(pair 0) towards 1/10000; yours grow",
+            ),
         ]
         return problem + _first_match(to_array(got), candidates)
 
     return check_cases("rotary embeddings", fn, cases, compare=compare, require=require)
+
+
+def _rotary_freqs(x: np.ndarray, p: np.ndarray, freqs: np.ndarray) -> np.ndarray:
+    """Interleaved rotary embedding with the given per-pair frequencies: wrong-frequency variants."""
+    angle = np.asarray(p, dtype=float)[:, None] * freqs  # (L, d/2)
+    a, b = x[:, 0::2], x[:, 1::2]
+    out = np.empty(x.shape)
+    out[:, 0::2] = a * np.cos(angle) - b * np.sin(angle)
+    out[:, 1::2] = a * np.sin(angle) + b * np.cos(angle)
+    return out
 
 
 @guarded
@@ -194,6 +223,22 @@ def skew_step(fn: Callable, *, require: bool = False) -> Outcome:
                     A * (np.add.outer(np.arange(L), np.arange(L)) >= L - 1), ((0, 0), (0, 1))
                 ).reshape(L + 1, L)[1:],
                 "the zero column goes on the left of A, before the first column",
+            ),
+            (
+                np.pad(
+                    A * (np.add.outer(np.arange(L), np.arange(L)) >= L - 1), ((0, 0), (1, 0))
+                ).reshape(L + 1, L)[:-1],
+                "you dropped the last row of the (L + 1, L) matrix: drop the first one ([1:])",
+            ),
+            (
+                expected.T,
+                "your result is transposed: row i is query i, so the zeros are above the "
+                "diagonal (j > i), not below",
+            ),
+            (
+                _skew(A[:, ::-1]),
+                "you read the offsets backwards: column r of A is offset r - (L - 1), so the "
+                "last column is offset 0 (a token and itself)",
             ),
         ]
         return problem + _first_match(arr, candidates)

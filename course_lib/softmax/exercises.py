@@ -112,7 +112,34 @@ def softmax_jacobian(fn: Callable, *, require: bool = False) -> Outcome:
             return None
         arr = to_array(got)
         s = ref.softmax(x)
+        if (
+            arr is not None
+            and arr.shape == s.shape
+            and len(s) > 1
+            and np.allclose(arr, s * (1 - s))
+        ):
+            return (
+                problem + ": you return only the diagonal s_i (1 - s_i); the Jacobian is the "
+                "whole (K, K) matrix, with -s_i s_j off the diagonal"
+            )
         if arr is not None and arr.shape == expected.shape:
+            if np.allclose(arr, -expected):
+                return (
+                    problem + ": the signs are flipped; it is diag(s) - s s^T (the diagonal "
+                    "s_i (1 - s_i) is positive: raising x_i raises s_i)"
+                )
+            if np.allclose(arr, np.diag(s) + np.outer(s, s)):
+                return problem + ": subtract the outer product s s^T, do not add it"
+            if np.allclose(arr, np.diag(x) - np.outer(x, x)):
+                return (
+                    problem + ": you used the logits x where the formula has the "
+                    "probabilities s = softmax(x)"
+                )
+            if np.allclose(arr, np.eye(len(s)) - s[None, :]):
+                return (
+                    problem + ": that is the Jacobian of log-softmax, I - 1 s^T; softmax's is "
+                    "diag(s) - s s^T"
+                )
             if np.allclose(arr, -np.outer(s, s)):
                 return problem + ": the diagonal term diag(s) is missing"
             if np.allclose(arr, np.diag(s)):
