@@ -508,8 +508,11 @@ def test_answer_loss_and_accuracy_count_the_answer_letters_only():
     assert answer_loss(Oracle(), t).item() < 1e-6
 
 
+# Not re-run on the alternate code path (tests/test_portability.py): chapter 13's notebook makes
+# the same claims with the same fine-tuning (rank 8, all four matrices, 500 steps at 3e-3: the
+# frozen model writes " the ", the tuned one reverses the words, accuracy above 0.9), and nbval
+# runs that notebook on the alternate path (conftest.py, PORTABILITY_NOTEBOOKS).
 @pytest.mark.slow
-@pytest.mark.portability
 def test_pretrained_gpt_cannot_reverse_and_lora_learns_it(gpt_base):
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # a small model: two threads on a busy 2-core machine are slower

@@ -33,6 +33,8 @@ ORT = "_vendor/onnxruntime-web/dist"
 #: The files of onnxruntime-web the views load (the Emscripten module is also served as .js,
 #: so that a server that does not know .mjs still serves it as JavaScript).
 ORT_FILES = ("ort.wasm.min.js", "ort-wasm-simd-threaded.mjs", "ort-wasm-simd-threaded.wasm")
+#: Our stand-in for onnxruntime-web's module file: it starts the WebAssembly the page compiled.
+FACTORY = "ort-wasm-factory.js"
 EXERCISES = re.compile(r'<section id="exercises">')
 
 
@@ -49,6 +51,10 @@ class LiveView:
     models: Callable[[Path], list[Path]]  # writes the model files into a folder
     body: Callable[[list[Path]], str]  # the view's controls, given the files written
     runs_models: bool = True  # loads onnxruntime-web (the tokenisers do not)
+    #: the token ids of the text the view opens with, for the first model (computed at build
+    #: time, so that the page's engine runs it while the page loads; live.js uses that result
+    #: only if its own tokeniser gives the same ids)
+    first_ids: Callable[[], list[int]] | None = None
 
     def attributes(self, files: list[Path]) -> str:
         if self.runs_models:
@@ -57,26 +63,77 @@ class LiveView:
         return f"data-tables='{html.escape(json.dumps(tables), quote=True)}'"
 
 
+#: Chapter 8's two models: (file, name, label in the page's selector, the text it opens with)
+GPT_MODELS = (
+    (
+        "gpt_shakespeare_char.onnx",
+        "shakespeare_char",
+        "the chapter's GPT, pre-trained on Shakespeare",
+        "ROMEO:\nBut soft, what light through yonder window",
+    ),
+    (
+        "gpt_incontext_char.onnx",
+        "incontext_char",
+        "the in-context learner: Shakespeare with secret codes mixed in",
+        "Good morrow.\n\ndQ\nmA\ndQ\nxF\nm",
+    ),
+)
+
+
 def _gpt_models(folder: Path) -> list[Path]:
+    from course_lib.gpt.incontext import load_incontext
     from course_lib.gpt.live import export
     from course_lib.gpt.pretrained import load_pretrained
 
+    models = (load_pretrained(), load_incontext()[:2])
+    return [
+        export(model, tok, folder / file, name=name)
+        for (model, tok), (file, name, _, _) in zip(models, GPT_MODELS, strict=True)
+    ]
+
+
+def _gpt_first_ids() -> list[int]:
+    from course_lib.gpt.pretrained import load_pretrained
+
     model, tok = load_pretrained()
-    return [export(model, tok, folder / "gpt_shakespeare_char.onnx", name="shakespeare_char")]
+    return tok.encode(GPT_MODELS[0][3])[-model.config.context_length :]
+
+
+def _choices(key: str, options: list[tuple[str, str, str]]) -> str:
+    """The labelled selector of a view's shipped models: (value, label, the text it opens with);
+    the reader's own files join it when opened."""
+    items = "\n".join(
+        f'    <option value="{html.escape(value)}" data-example="{html.escape(example)}"'
+        f"{' selected' if i == 0 else ''}>{html.escape(label)}</option>"
+        for i, (value, label, example) in enumerate(options)
+    )
+    return f"""\
+<div class="course-live-row">
+  <label for="{key}-model">Model</label>
+  <select id="{key}-model" class="course-live-choice">
+{items}
+  </select>
+</div>"""
 
 
 def _gpt_body(files: list[Path]) -> str:
     k = "course-live-gpt"
+    urls = ["shipped"] + [f"../_live/{f.name}" for f in files[1:]]  # the first opens at once
+    choices = _choices(k, [(u, m[2], m[3]) for u, m in zip(urls, GPT_MODELS, strict=True)])
     return f"""\
-<p>The character-level model this chapter pre-trains on Shakespeare, running in this page on what you type:
-nothing is sent anywhere. The page runs the file <code>course_lib.gpt.live.export</code> wrote
-from the checkpoint in <code>data/gpt/</code>, with <code>onnxruntime-web</code>; the numbers are
-PyTorch's to within 1e-4.</p>
+<p>The chapter's character-level models, running in this page on what you type: nothing is
+sent anywhere. The page runs the files <code>course_lib.gpt.live.export</code> wrote from the
+checkpoints in <code>data/gpt/</code>, with <code>onnxruntime-web</code>; the numbers are
+PyTorch's to within 1e-4. Two models ship: the GPT this chapter pre-trains on Shakespeare, and
+the small in-context learner trained on Shakespeare with secret codes mixed in (a code gives
+four lower-case letters an upper-case one, one example a line: after <code>dQ</code> in the
+prompt, <code>d</code> is followed by <code>Q</code>).</p>
+{choices}
 <p class="course-live-model"></p>
 <div class="course-live-row">
-  <label for="{k}-text">Your text (the model knows the characters of Shakespeare's plays)</label>
-  <textarea id="{k}-text" class="course-live-text" rows="3" spellcheck="false">ROMEO:
-But soft, what light through yonder window</textarea>
+  <label for="{k}-text">Your text (the models know the characters of Shakespeare's plays)</label>
+  <textarea id="{k}-text" class="course-live-text" rows="3" spellcheck="false">\
+{html.escape(GPT_MODELS[0][3])}</textarea>
 </div>
 <p class="course-live-status" role="status" aria-live="polite">Loading the model…</p>
 <h3 id="{k}-next-title">What comes next</h3>
@@ -109,13 +166,22 @@ each earlier character (the bar under it; hover for the number).</p>
   aria-label="Generated text"></pre>
 <h3>Bring your own model</h3>
 <p>A model you trained in the notebook opens here too: write it with
-<code>course_lib.gpt.live.export(model, tokenizer, "my_gpt.onnx")</code> and open the file. It
-is read by this browser and goes nowhere.</p>
+<code>course_lib.gpt.live.export(model, tokenizer, "my_gpt.onnx")</code> and open the file: it
+joins the models above. It is read by this browser and goes nowhere.</p>
 <div class="course-live-controls">
   <label>Open your own model (.onnx)
     <input class="course-live-file" type="file" accept=".onnx"></label>
-  <button type="button" class="course-live-reset" hidden>Back to the course's model</button>
 </div>"""
+
+
+BERT_EXAMPLE = "Call me Ishmael. Some years ago I went to [MASK]."
+
+
+def _bert_first_ids() -> list[int]:
+    from course_lib.bert.data import tokenizer
+    from course_lib.bert.live import encode_masked
+
+    return encode_masked(tokenizer(), BERT_EXAMPLE)
 
 
 def _bert_models(folder: Path) -> list[Path]:
@@ -129,17 +195,26 @@ def _bert_models(folder: Path) -> list[Path]:
 
 def _bert_body(files: list[Path]) -> str:
     k = "course-live-bert"
+    choices = _choices(k, [("shipped", "the chapter's pre-trained BERT", BERT_EXAMPLE)])
     return f"""\
 <p>The small BERT this chapter pre-trains with the masked-language-model objective on
 Shakespeare and <em>Moby-Dick</em>, fills the <code>[MASK]</code>s of what you type, in this page:
 nothing is sent anywhere. The page runs the file <code>course_lib.bert.live.export</code> wrote
-from the checkpoint in <code>data/bert/</code>, with <code>onnxruntime-web</code>, and tokenises
-with the model's own tokenizer (chapter 7's byte-level BPE with BERT's special tokens).</p>
+from the checkpoint in <code>data/bert/</code>, with <code>onnxruntime-web</code>.</p>
+<p><strong>Its tokenizer is a byte-level BPE, not BERT's WordPiece.</strong> The model was
+pre-trained on the ids of chapter 7's byte-level BPE (trained on the same two texts, with
+<code>[PAD]</code>, <code>[CLS]</code>, <code>[SEP]</code> and <code>[MASK]</code> added; a
+byte-level vocabulary has no unknown words, so no <code>[UNK]</code>), and a model reads only
+the ids it was trained on: the WordPiece vocabulary of the chapter's WordPiece section is not
+one this model has seen. So a word's first token carries the space before it: " whales" is
+<code>␣wha</code> <code>les</code> here, where WordPiece marks a piece inside a word with
+<code>##</code>.</p>
+{choices}
 <p class="course-live-model"></p>
 <div class="course-live-row">
   <label for="{k}-text">Your text (write [MASK] where the model should guess)</label>
-  <textarea id="{k}-text" class="course-live-text" rows="3" spellcheck="false">Call me \
-Ishmael. Some years ago I went to [MASK].</textarea>
+  <textarea id="{k}-text" class="course-live-text" rows="3" spellcheck="false">\
+{html.escape(BERT_EXAMPLE)}</textarea>
 </div>
 <p class="course-live-status" role="status" aria-live="polite">Loading the model…</p>
 <h3>What the model puts in each [MASK]</h3>
@@ -155,12 +230,11 @@ each token of the input, before and after it (the bar under it; hover for the nu
 <div class="course-live-attention"></div>
 <h3>Bring your own model</h3>
 <p>A BERT you pre-trained in the notebook opens here too: write it with
-<code>course_lib.bert.live.export(model, tokenizer, "my_bert.onnx")</code> and open the file. It
-is read by this browser and goes nowhere.</p>
+<code>course_lib.bert.live.export(model, tokenizer, "my_bert.onnx")</code> and open the file: it
+joins the model above. It is read by this browser and goes nowhere.</p>
 <div class="course-live-controls">
   <label>Open your own model (.onnx)
     <input class="course-live-file" type="file" accept=".onnx"></label>
-  <button type="button" class="course-live-reset" hidden>Back to the course's model</button>
 </div>"""
 
 
@@ -211,8 +285,8 @@ thee to a summer's day? Transformers tokenise text: 東京, 서울, 🤗, 3.1415
 
 VIEWS = {
     "07_bpe": LiveView("07_bpe", "bpe", _bpe_models, _bpe_body, runs_models=False),
-    "08_gpt": LiveView("08_gpt", "gpt", _gpt_models, _gpt_body),
-    "09_bert": LiveView("09_bert", "bert", _bert_models, _bert_body),
+    "08_gpt": LiveView("08_gpt", "gpt", _gpt_models, _gpt_body, first_ids=_gpt_first_ids),
+    "09_bert": LiveView("09_bert", "bert", _bert_models, _bert_body, first_ids=_bert_first_ids),
 }
 TITLES = {
     "bert": "Type your own text: the chapter's BERT fills in the blanks, live",
@@ -267,7 +341,6 @@ CSS = """\
 def view_html(view: LiveView, files: list[Path]) -> str:
     """The section for ``view`` (its script tags included)."""
     key = f"course-live-{view.key}"
-    ort = f'<script src="../{ORT}/ort.wasm.min.js"></script>\n' if view.runs_models else ""
     return f"""\
 <section class="course-live" id="{key}" data-kind="{view.key}" {view.attributes(files)}
   data-state="loading" aria-labelledby="{key}-title">
@@ -275,7 +348,7 @@ def view_html(view: LiveView, files: list[Path]) -> str:
 <h2 id="{key}-title">{html.escape(TITLES[view.key])}</h2>
 {view.body(files)}
 <noscript><p>The live view needs JavaScript.</p></noscript>
-{ort}<script src="../_live/live.js"></script>
+<script src="../_live/live.js"></script>
 </section>"""
 
 
@@ -283,19 +356,46 @@ def marker(key: str) -> tuple[str, str]:
     return f"<!-- course-live:{key} -->", f"<!-- /course-live:{key} -->"
 
 
+#: The page's ``<head>`` starts the live view's engine before the chapter is read: a worker
+#: (``tools/live/worker.js``) that downloads the model and onnxruntime-web's WebAssembly,
+#: compiles the WebAssembly while it streams in (``WebAssembly.compileStreaming``), builds the
+#: model's session and runs it on the view's opening text (its ids computed here), all beside
+#: the page's main thread, which meanwhile lays out the chapter. ``live.js`` takes the worker
+#: over (``courseLive.boot``) with the messages it sent so far. It is the first thing in the
+#: ``<head>``: a script after the stylesheets would wait for them. Not from ``file://``, where
+#: a page can start no worker.
+BOOT = """\
+(function (urls) {
+  if (location.protocol === "file:" || !window.Worker || !window.WebAssembly) return;
+  var live = window.courseLive = window.courseLive || { views: {}, timings: {}, marks: {} };
+  var abs = function (u) { return new URL(u, location.href).href; };
+  live.marks.head = performance.now();
+  var worker = new Worker(abs(urls.worker)), got = [];
+  live.boot = { worker: worker, messages: got };
+  worker.onmessage = function (e) { got.push(e.data); };
+  worker.onerror = function (e) {
+    got.push({ op: "error", seq: 0,
+               message: "the live view's worker failed: " + (e.message || "it did not start") });
+  };
+  worker.postMessage({ op: "boot", ort: abs(urls.ort), wasm: abs(urls.wasm),
+                       factory: abs(urls.factory), model: abs(urls.model), ids: urls.ids });
+})(URLS);"""
+
+
 def preload(view: LiveView, files: list[Path]) -> str:
-    """A script for the page's ``<head>`` that starts fetching the model and the WebAssembly
-    while the page is read (``<link rel=preload>``, as live.js fetches them, so the browser
-    reuses the response); not from ``file://``, where nothing can be fetched."""
+    """The script for the page's ``<head>`` (:data:`BOOT`) that starts the view's engine and
+    its model while the page is read; empty for a view without a model."""
     if not view.runs_models:
         return ""
-    urls = [f"../_live/{files[0].name}", f"../{ORT}/ort-wasm-simd-threaded.wasm"]
-    return (
-        '<script>if (location.protocol !== "file:") ' + json.dumps(urls) + ".forEach("
-        'function (u) { var l = document.createElement("link"); l.rel = "preload"; '
-        'l.as = "fetch"; l.crossOrigin = "anonymous"; l.href = u; '
-        "document.head.appendChild(l); });</script>"
-    )
+    urls = {
+        "worker": "../_live/worker.js",
+        "ort": f"../{ORT}/ort.wasm.min.js",
+        "wasm": f"../{ORT}/ort-wasm-simd-threaded.wasm",
+        "factory": f"../_live/{FACTORY}",
+        "model": f"../_live/{files[0].name}",
+        "ids": view.first_ids() if view.first_ids else [0],
+    }
+    return "<script>\n" + BOOT.replace("URLS", json.dumps(urls)) + "\n</script>"
 
 
 def place(page: str, chapter: str, key: str, fragment: str, head: str = "") -> str:
@@ -319,15 +419,21 @@ def place(page: str, chapter: str, key: str, fragment: str, head: str = "") -> s
     return page[:i] + wrapped + page[i:]
 
 
+CHARSET = re.compile(r"<meta charset=[^>]*>")
+
+
 def _place_head(page: str, chapter: str, key: str, head: str) -> str:
+    """``head`` first in the page's ``<head>``, just after its ``<meta charset>``: an inline
+    script after the stylesheets would wait until they have loaded."""
     begin, end = marker(key + "-head")
     wrapped = f"{begin}\n{head}\n{end}\n"
-    if begin in page:
+    if begin in page:  # an earlier run's: taken out, and put where it goes now
         i, j = page.index(begin), page.index(end) + len(end) + 1
-        return page[:i] + wrapped + page[j:]
-    if page.count("</head>") != 1:
-        raise LivePageError(f"{chapter}: no single </head> in the page")
-    return page.replace("</head>", wrapped + "</head>", 1)
+        page = page[:i] + page[j:]
+    found = CHARSET.search(page)
+    if found is None or page.find("</head>") < found.end():
+        raise LivePageError(f"{chapter}: no <meta charset> in the page's <head>")
+    return page[: found.end()] + "\n" + wrapped + page[found.end() :]
 
 
 def add_live_views(
@@ -346,6 +452,8 @@ def add_live_views(
     live = html_dir / "_live"
     live.mkdir(exist_ok=True)
     shutil.copyfile(SCRIPT, live / "live.js")
+    for name in (FACTORY, "worker.js"):
+        shutil.copyfile(SCRIPT.with_name(name), live / name)
     # the Emscripten module, as .js: dynamic import() needs a JavaScript MIME type
     shutil.copyfile(
         html_dir / ORT / "ort-wasm-simd-threaded.mjs", live / "ort-wasm-simd-threaded.js"

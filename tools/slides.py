@@ -347,6 +347,15 @@ def split_long(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
 # -- the deck ------------------------------------------------------------------------------------
 
 
+def favicon_uri() -> str:
+    """The website's icon (book/favicon.svg) as a data: URI, for the decks' <head>: a deck
+    names its icon wherever it is opened, so the browser does not ask for /favicon.ico."""
+    from urllib.parse import quote
+
+    svg = (ROOT / "book" / "favicon.svg").read_text(encoding="utf-8")
+    return "data:image/svg+xml," + quote(" ".join(svg.split()), safe=" =:/',;")
+
+
 def build_deck(src: Path, out_dir: Path, vendor: str = "../_vendor") -> tuple[Path, dict[str, int]]:
     """Write ``out_dir/<chapter>.slides.html``; ``vendor`` is the path from there to _vendor/."""
     from nbconvert import SlidesExporter
@@ -370,7 +379,7 @@ def build_deck(src: Path, out_dir: Path, vendor: str = "../_vendor") -> tuple[Pa
         mathjax_url=f"{vendor}/mathjax/es5/tex-mml-chtml.js",
         widget_renderer_url=f"{vendor}/html-manager/dist/embed-amd.js",
     )
-    resources = {"metadata": {"name": src.stem}, "vendor": vendor}
+    resources = {"metadata": {"name": src.stem}, "vendor": vendor, "favicon": favicon_uri()}
     body, _ = exporter.from_notebook_node(deck, resources=resources)
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / f"{src.stem}.slides.html"

@@ -1,5 +1,5 @@
 /* The website's live views (tools/live_pages.py): the course's own exported models, run in the
-   reader's browser by onnxruntime-web (loaded before this script as window.ort).
+   reader's browser by onnxruntime-web, in a worker (worker.js) that the page's <head> started.
 
    Nothing here implements a model: the page runs the ONNX graph that course_lib exported
    (course_lib.gpt.live.export, course_lib.bert.live.export). What is here: reading the
@@ -11,7 +11,7 @@
   "use strict";
   var SCRIPT = document.currentScript.src;
   var VENDOR = new URL("../_vendor/onnxruntime-web/dist/", SCRIPT).href;
-  var api = (window.courseLive = window.courseLive || { views: {}, timings: {} });
+  var api = (window.courseLive = window.courseLive || { views: {}, timings: {}, marks: {} });
 
   // -- the description inside an exported file ----------------------------------------------
 
@@ -62,47 +62,97 @@
                     "course_lib.gpt.live.export or course_lib.bert.live.export");
   }
 
-  // -- onnxruntime-web ------------------------------------------------------------------------
+  // -- the engine: onnxruntime-web in a worker (worker.js) ----------------------------------
 
-  var runtime = null;
-  function startRuntime() {
-    if (runtime) return runtime;
-    var ort = window.ort;
-    runtime = fetch(VENDOR + "ort-wasm-simd-threaded.wasm").then(function (r) {
-      if (!r.ok) throw new Error("could not load onnxruntime-web's WebAssembly (" + r.status + ")");
-      return r.arrayBuffer();
-    }).then(function (wasm) {
-      mark("wasm fetched");
-      ort.env.wasm.numThreads = 1;  // threads need a cross-origin-isolated page
-      ort.env.wasm.proxy = false;
-      ort.env.wasm.wasmBinary = wasm;  // fetched here: no MIME type needed from the server
-      ort.env.wasm.wasmPaths = { mjs: new URL("ort-wasm-simd-threaded.js", SCRIPT).href };
-      ort.env.logLevel = "error";
-      return ort;
-    });
-    return runtime;
-  }
+  var engine = null;
 
-  function openModel(bytes) {
-    var meta = metadataOf(bytes);
-    return startRuntime().then(function (ort) {
-      return ort.InferenceSession.create(new Uint8Array(bytes), {
-        executionProviders: ["wasm"], graphOptimizationLevel: "all"
+  /** The worker the page's <head> started (tools/live_pages.py, BOOT), taken over with the
+      messages it sent so far, or one started now. call(op, message) answers a promise. */
+  function startEngine() {
+    if (engine) return engine;
+    var boot = api.boot, worker, early = [];
+    if (boot) {
+      worker = boot.worker;
+      early = boot.messages;
+    } else {
+      worker = new Worker(new URL("worker.js", SCRIPT).href);
+      worker.postMessage({ op: "boot", ort: VENDOR + "ort.wasm.min.js",
+                           wasm: VENDOR + "ort-wasm-simd-threaded.wasm",
+                           factory: new URL("ort-wasm-factory.js", SCRIPT).href, model: null });
+    }
+    var waiting = {}, seq = 1, done = {};
+    function settle(msg) {
+      if (msg.op === "mark") {
+        mark(msg.name, msg.at - performance.timeOrigin);
+        return;
+      }
+      var w = waiting[msg.seq];
+      if (!w) { done[msg.seq] = msg; return; }  // the boot's answer, before anyone asked
+      delete waiting[msg.seq];
+      if (msg.op === "error") w.reject(new Error(msg.message));
+      else w.resolve(msg);
+    }
+    early.forEach(settle);
+    worker.onmessage = function (e) { settle(e.data); };
+    worker.onerror = function (e) {  // every request still waiting fails, the boot's too
+      var message = "the live view's worker failed: " + (e.message || "it did not start");
+      var pending = Object.keys(waiting);
+      if (!waiting[0] && !done[0]) pending.push("0");
+      pending.forEach(function (n) { settle({ op: "error", seq: +n, message: message }); });
+    };
+    function answer(n) {
+      return new Promise(function (resolve, reject) {
+        if (done[n]) {
+          var msg = done[n];
+          delete done[n];
+          if (msg.op === "error") reject(new Error(msg.message)); else resolve(msg);
+        } else waiting[n] = { resolve: resolve, reject: reject };
       });
-    }).then(function (session) {
-      mark("session");
-      return { meta: meta, session: session, tokenizer: makeTokenizer(meta.tokenizer) };
+    }
+    engine = {
+      /** The model the <head> asked the worker to open (its file's bytes, once it runs). */
+      shipped: boot ? answer(0) : null,
+      call: function (op, msg, transfer) {
+        var n = seq++;
+        msg.op = op;
+        msg.seq = n;
+        worker.postMessage(msg, transfer || []);
+        return answer(n);
+      }
+    };
+    return engine;
+  }
+
+  var opened = 0;
+
+  /** The model in ``bytes`` (an exported ONNX file), opened in the worker. */
+  function openModel(bytes) {
+    var meta = metadataOf(bytes), id = "model" + (++opened);
+    var copy = bytes.slice(0);
+    return startEngine().call("open", { id: id, bytes: copy }, [copy]).then(function () {
+      return { id: id, meta: meta, tokenizer: makeTokenizer(meta.tokenizer) };
     });
   }
 
+  /** The shipped model the worker opened while the page loaded. */
+  function shippedModel() {
+    return startEngine().shipped.then(function (msg) {
+      var meta = metadataOf(msg.bytes);
+      return { id: "shipped", meta: meta, tokenizer: makeTokenizer(meta.tokenizer),
+               first: msg.first };
+    });
+  }
+
+  /** The model's outputs for ``ids``: the run the worker made while the page loaded when it
+      was on the same ids (the view's opening text; once), a run in the worker otherwise. */
   function runModel(model, ids) {
-    var ort = window.ort;
-    var feeds = {};
-    feeds[model.session.inputNames[0]] = new ort.Tensor(
-      "int64", BigInt64Array.from(ids, function (i) { return BigInt(i); }), [1, ids.length]);
-    return model.session.run(feeds).then(function (out) {
-      var V = model.meta.vocab_size, L = ids.length;
-      return { logits: out.logits.data, attention: out.attention.data, L: L, V: V };
+    var first = model.first;
+    model.first = null;
+    var got = first && JSON.stringify(first.ids) === JSON.stringify(ids) ? Promise.resolve(first)
+      : engine.call("run", { id: model.id, ids: ids });
+    return got.then(function (out) {
+      return { logits: out.logits, attention: out.attention, L: ids.length,
+               V: model.meta.vocab_size };
     });
   }
 
@@ -350,7 +400,7 @@
     var status = q(".course-live-status"), text = q(".course-live-text");
     var nextBox = q(".course-live-next"), attnBox = q(".course-live-attention");
     var pos = q(".course-live-position"), posOut = q(".course-live-position-value");
-    var model = null, last = null, shipped = null;
+    var model = null, last = null;
     var view = (api.views[root.id] = { root: root });
 
     function say(msg, state) {
@@ -395,7 +445,7 @@
         }
         root.dataset.ids = JSON.stringify(window_);
         var ms = performance.now() - t0;
-        if (!view.first) view.first = performance.now();
+        if (!view.first) { view.first = performance.now(); mark("first result"); }
         record(root.id, ms);
         root.dataset.updates = String((+root.dataset.updates || 0) + 1);
       });
@@ -474,22 +524,14 @@
 
     function use(m, note) {
       model = m;
+      last = null;
       view.note = note;
       describe(m);
       say(note, "ready");
       update(performance.now());
     }
 
-    ownModel(root, "gpt", function (m) { use(m, "Your model, " + m.meta.name + ", is open."); },
-             function () { if (shipped) use(shipped, "The course's model is open again."); },
-             say);
-
-    return function start(bytes) {
-      return openModel(bytes).then(function (m) {
-        shipped = m;
-        use(m, "Ready.");
-      });
-    };
+    return chooser(root, "gpt", use, say);
   }
 
   // -- chapter 9: BERT fills the reader's [MASK]s ---------------------------------------------
@@ -527,7 +569,7 @@
         drawAttention();
         say(masks.length ? "Ready." : "Ready. Put [MASK] where the model should guess a token.");
         root.dataset.ids = JSON.stringify(ids);
-        if (!view.first) view.first = performance.now();
+        if (!view.first) { view.first = performance.now(); mark("first result"); }
         record(root.id, performance.now() - t0);
         root.dataset.updates = String((+root.dataset.updates || 0) + 1);
       });
@@ -580,9 +622,9 @@
     pos.addEventListener("input", function () { drawAttention(); });
     text.addEventListener("input", function () { update(performance.now()); });
 
-    var shipped = null;
     function use(m, note) {
       model = m;
+      last = null;
       var meta = m.meta;
       q(".course-live-model").textContent = meta.name + ": " + meta.n_layers + " layers, " +
         meta.n_heads + " heads, d_model " + meta.d_model + ", " +
@@ -591,12 +633,7 @@
       say(note, "ready");
       update(performance.now());
     }
-    ownModel(root, "bert", function (m) { use(m, "Your model, " + m.meta.name + ", is open."); },
-             function () { if (shipped) use(shipped, "The course's model is open again."); },
-             say);
-    return function start(bytes) {
-      return openModel(bytes).then(function (m) { shipped = m; use(m, "Ready."); });
-    };
+    return chooser(root, "bert", use, say);
   }
 
   // -- chapter 7: the tokenisers -------------------------------------------------------------
@@ -653,7 +690,7 @@
         root.dataset.tokenizer = name;
         status.textContent = "Ready.";
         root.dataset.state = "ready";
-        if (!view.first) view.first = performance.now();
+        if (!view.first) { view.first = performance.now(); mark("first result"); }
         record(root.id, performance.now() - t0);
         root.dataset.updates = String((+root.dataset.updates || 0) + 1);
       }).catch(function (err) {
@@ -667,38 +704,87 @@
     return null;
   }
 
-  // -- "Open your own model" --------------------------------------------------------------------
+  // -- the model selector and "Open your own model" ---------------------------------------------
 
-  function ownModel(root, kind, opened, reset, say) {
+  /** The view's labelled selector of models: "shipped" (opened while the page loaded), the
+      other shipped files (an option's value: its URL, opened when first chosen) and the files
+      the reader opens (read in this browser, sent nowhere), each added as an option. Choosing
+      one calls ``use``; the text box takes the option's example text if it still holds the
+      previous one's. Returns the view's start: given the shipped model. */
+  function chooser(root, kind, use, say) {
+    var select = root.querySelector(".course-live-choice");
     var input = root.querySelector(".course-live-file");
-    var back = root.querySelector(".course-live-reset");
-    if (!input) return;
+    var text = root.querySelector(".course-live-text");
+    var models = {}, own = 0, current = select.value;
+
+    function checked(bytes, name) {
+      var meta = metadataOf(bytes);
+      if (meta.kind !== kind) {
+        throw new Error(name + " holds a " + meta.kind + " model; this view runs a " + kind +
+                        " model");
+      }
+      return openModel(bytes);
+    }
+
+    function choose(value) {
+      var was = select.querySelector('option[value="' + current + '"]');
+      var now = select.querySelector('option[value="' + value + '"]');
+      current = value;
+      if (value === "shipped" && !models.shipped) return;  // start() chooses it
+      if (!models[value]) {  // a shipped file not opened yet
+        say("Loading " + now.textContent + "…");
+        models[value] = fetch(new URL(value, location.href).href).then(function (r) {
+          if (!r.ok) throw new Error("could not load the model (" + r.status + ")");
+          return r.arrayBuffer();
+        }).then(function (bytes) { return checked(bytes, value.split("/").pop()); });
+      }
+      models[value].then(function (m) {
+        if (current !== value) return;  // chosen away meanwhile
+        if (was && now.dataset.example && text.value === was.dataset.example) {
+          text.value = now.dataset.example;
+        }
+        use(m, value === "shipped" ? "Ready." : m.meta.name + " is open.");
+      }).catch(function (err) {
+        delete models[value];
+        say("Could not open the model: " + err.message);
+      });
+    }
+
+    select.addEventListener("change", function () { choose(select.value); });
+
     input.addEventListener("change", function () {
       var file = input.files && input.files[0];
       if (!file) return;
       say("Opening " + file.name + " (in this browser; it goes nowhere)…");
-      file.arrayBuffer().then(function (bytes) {
-        var meta = metadataOf(bytes);
-        if (meta.kind !== kind) {
-          throw new Error(file.name + " holds a " + meta.kind + " model; this view runs a " +
-                          kind + " model");
-        }
-        return openModel(bytes);
-      }).then(function (m) {
-        if (back) back.hidden = false;
-        opened(m);
-      }).catch(function (err) {
-        say("Could not open " + file.name + ": " + err.message);
-      });
+      file.arrayBuffer().then(function (bytes) { return checked(bytes, file.name); })
+        .then(function (m) {
+          var value = "own:" + (++own);
+          models[value] = Promise.resolve(m);
+          select.appendChild(el("option", {
+            value: value, text: "your model: " + m.meta.name + " (" + file.name + ")"
+          }));
+          select.value = value;
+          choose(value);
+        }).catch(function (err) {
+          say("Could not open " + file.name + ": " + err.message);
+        });
     });
-    if (back) back.addEventListener("click", function () { back.hidden = true; reset(); });
+
+    return function start(m) {
+      models.shipped = Promise.resolve(m);
+      if (current === "shipped") choose("shipped");
+    };
   }
 
   // -- start ----------------------------------------------------------------------------------
 
   var VIEWS = { gpt: gptView, bert: bertView, bpe: tokenView };
 
-  function mark(name) { (api.marks = api.marks || {})[name] = performance.now(); }
+  /** The time since the page opened at which ``name`` first happened (performance marks for
+      the load's breakdown: tests/test_live.py records them). */
+  function mark(name, at) {
+    if (!(name in api.marks)) api.marks[name] = at === undefined ? performance.now() : at;
+  }
 
   function init(root) {
     mark("init");
@@ -717,18 +803,21 @@
       root.dataset.state = "unavailable";
       return;
     }
-    if (!window.ort || !window.fetch || !window.WebAssembly || !window.BigInt64Array) {
+    if (!window.Worker || !window.WebAssembly || !window.BigInt64Array) {
       status.textContent = "This browser cannot run the live view (it needs WebAssembly).";
       root.dataset.state = "unavailable";
       return;
     }
     var start = VIEWS[kind](root);
-    startRuntime();  // the WebAssembly and the model load side by side
-    if (!root.dataset.model) return;
-    fetch(new URL(root.dataset.model, location.href).href).then(function (r) {
-      if (!r.ok) throw new Error("could not load the model (" + r.status + ")");
-      return r.arrayBuffer();
-    }).then(function (bytes) { mark("model fetched"); return start(bytes); }).catch(function (err) {
+    startEngine();
+    var shipped = engine.shipped;
+    if (!shipped) {  // no <head> start: open the view's model now
+      shipped = fetch(new URL(root.dataset.model, location.href).href).then(function (r) {
+        if (!r.ok) throw new Error("could not load the model (" + r.status + ")");
+        return r.arrayBuffer();
+      }).then(openModel);
+    } else shipped = shippedModel();
+    shipped.then(function (m) { mark("model ready"); return start(m); }).catch(function (err) {
       status.textContent = "The live view failed: " + err.message;
       root.dataset.state = "error";
     });
