@@ -11,10 +11,11 @@ A chapter's quiz lives in ``data/quizzes/NN_topic.yml``: a list of questions, ea
 Each question also names the ``section`` of the notebook it tests (``"2.3"``), shown beside it so
 that a learner knows where to read again; the tests hold every core section named.
 
-:func:`check_answer` grades one answer and says why; :func:`show` is the widget
-(``course_lib.quiz.show("02_softmax")`` in a notebook), :func:`page_html` the website's version
-(plain HTML and a small script, no kernel and no request off the page), built by
-``tools/build_book.py``.
+:func:`check_answer` grades one answer and says why; :func:`show` is the widget (the last code
+cell of every chapter's lesson, ``quiz.show("02_softmax")``), :func:`page_html` the website's
+quiz page (plain HTML and a small script, no kernel and no request off the page), built by
+``tools/build_book.py``, and :func:`chapter_html` the copy that takes the widget's place on the
+chapter's own page (``tools/chapter_quizzes.py``).
 
 >>> q = {"kind": "numeric", "prompt": "2 + 2?", "answer": 4, "tolerance": 0, "why": "Sum."}
 >>> check_answer(q, 4)
@@ -34,7 +35,16 @@ from typing import Any
 
 from course_lib.paths import data_path
 
-__all__ = ["check_answer", "load", "page_html", "quiz_names", "show", "validate"]
+__all__ = [
+    "chapter_html",
+    "check_answer",
+    "load",
+    "page_html",
+    "quiz_called_in",
+    "quiz_names",
+    "show",
+    "validate",
+]
 
 
 def quiz_names() -> list[str]:
@@ -265,23 +275,101 @@ def page_html(chapter: str) -> str:
     return f"<style>{QUIZ_CSS}</style>\n{body}\n{key}\n<script>{QUIZ_JS}</script>"
 
 
-def show(chapter: str):
-    """The quiz as ipywidgets: pick or type an answer, press Check, read why."""
-    import ipywidgets as w
+#: How a notebook's quiz cell calls :func:`show` (``quiz.show("02_softmax")``, or
+#: ``course_lib.quiz.show(...)``); :func:`quiz_called_in` reads the chapter from it.
+QUIZ_CALL = re.compile(r"""(?<![\w])quiz\.show\(\s*["'](\d\d_\w+)["']\s*\)""")
 
+#: The CSS class of the quiz's outermost widget (the Lab test tells it from the chapter's
+#: other widgets by it).
+WIDGET_CLASS = "course-quiz"
+
+
+def quiz_called_in(source: str) -> str | None:
+    """The chapter whose quiz a cell's code shows, or None.
+
+    >>> quiz_called_in('from course_lib import quiz\\n\\nquiz.show("02_softmax")')
+    '02_softmax'
+    >>> quiz_called_in("my_quiz.show('02_softmax')") is None, quiz_called_in("x = 1") is None
+    (True, True)
+    """
+    found = QUIZ_CALL.findall(source)
+    return found[-1] if found else None
+
+
+EMBED_CSS = """
+.course-quiz-print { display: none; }
+@media print {
+  .course-quiz-embed > :not(.course-quiz-print) { display: none; }
+  .course-quiz-print { display: block; }
+}
+"""
+
+
+def chapter_html(chapter: str, title: str, page_href: str) -> str:
+    """The quiz as it ends the chapter's page on the website, in place of the widget that
+    would not respond there: every question, graded by the page's script as on the quiz's own
+    page (``page_href``, titled "Quiz: " and ``title``), without its answer key. Printed (the
+    chapter in course.pdf), it is one line saying where the quiz and its answers are."""
+    questions = load(chapter)
+    body = "\n".join(question_html(q, i) for i, q in enumerate(questions, 1))
+    link = f'<a href="{html.escape(page_href)}">Quiz: {html.escape(title)}</a>'
+    return (
+        f'<div class="course-quiz-embed" data-chapter="{html.escape(chapter)}">\n'
+        f"<style>{QUIZ_CSS}{EMBED_CSS}</style>\n"
+        f'<p class="course-quiz-where">No kernel needed: choose or type an answer and check it '
+        f"here. The same quiz is also a page of its own, {link}.</p>\n"
+        f'<p class="course-quiz-print">The quiz of this chapter, with its answers, is at the end '
+        f"of this book: Quiz: {html.escape(title)}.</p>\n"
+        f"{body}\n<script>{QUIZ_JS}</script>\n</div>"
+    )
+
+
+LETTERS = "abcdefghij"
+
+
+def show(chapter: str):
+    """The quiz as ipywidgets: pick or type an answer, press Check, read why.
+
+    A choice question lists its options under the prompt, lettered, with their math typeset
+    (a radio button's label would show ``$X$`` as typed), and the learner picks a letter.
+    Every question's widgets share one layout and one style per kind, so that a notebook that
+    stores the quiz (the last cell of every chapter) stores about 80 widget models, not 200.
+    Its text form is ``Quiz('02_softmax')``: what nbval compares does not change with the
+    wording of a question.
+    """
+    import ipywidgets as w
+    from ipywidgets.widgets.widget_selection import ToggleButtonsStyle
+    from ipywidgets.widgets.widget_string import HTMLMathStyle, TextStyle
+
+    class Quiz(w.VBox):
+        def __repr__(self) -> str:
+            return f"Quiz({chapter!r})"
+
+    plain, spaced = w.Layout(), w.Layout(margin="0 0 1.2em 0")  # a gap between questions
+    html_style, text_style, button_style = HTMLMathStyle(), TextStyle(), w.ButtonStyle()
+    letter_style = ToggleButtonsStyle(button_width="3em")
     rows = []
     for i, q in enumerate(load(chapter), 1):
-        prompt = w.HTMLMath(f"<b>Question {i}.</b>{_section(q)} {_math_html(q['prompt'])}")
+        text = f"<b>Question {i}.</b>{_section(q)} {_math_html(q['prompt'])}"
         if q["kind"] == "choice":
-            control = w.RadioButtons(
-                options=[(o["text"], k) for k, o in enumerate(q["options"])],
+            text += "".join(
+                f'<div style="margin: 0.3em 0 0 1.5em"><b>{LETTERS[k]}.</b> '
+                f"{_math_html(o['text'])}</div>"
+                for k, o in enumerate(q["options"])
+            )
+            control = w.ToggleButtons(
+                options=[(LETTERS[k], k) for k in range(len(q["options"]))],
                 value=None,
-                layout=w.Layout(width="auto"),
+                layout=plain,
+                style=letter_style,
             )
         else:
-            control = w.Text(placeholder="a number", description="answer")
-        button = w.Button(description="Check")
-        feedback = w.HTMLMath()
+            control = w.Text(
+                placeholder="a number", description="answer", layout=plain, style=text_style
+            )
+        prompt = w.HTMLMath(text, layout=plain, style=html_style)
+        button = w.Button(description="Check", layout=plain, style=button_style)
+        feedback = w.HTMLMath(layout=plain, style=html_style)
 
         def on_click(_, q=q, control=control, feedback=feedback):
             if control.value is None or control.value == "":
@@ -292,8 +380,10 @@ def show(chapter: str):
             feedback.value = f'<span style="color:{colour}">{_math_html(text)}</span>'
 
         button.on_click(on_click)
-        rows.append(w.VBox([prompt, control, button, feedback]))
-    return w.VBox(rows)
+        rows.append(w.VBox([prompt, control, button, feedback], layout=spaced))
+    box = Quiz(rows, layout=plain)
+    box.add_class(WIDGET_CLASS)
+    return box
 
 
 def write_pages(out: Path, titles: dict[str, str]) -> list[Path]:
@@ -308,7 +398,7 @@ def write_pages(out: Path, titles: dict[str, str]) -> list[Path]:
             f"# Quiz: {title}\n\n"
             "Pick an answer (or type a number) and press it: the page says whether it is right "
             "and why, in the chapter's notation ($d_k$, $\\mathrm{softmax}$, ...). Nothing is sent "
-            "anywhere. In JupyterLab the same quiz is "
+            "anywhere. In JupyterLab or Colab the same quiz ends the chapter's lesson: "
             f'`course_lib.quiz.show("{name}")`.\n\n'
             f"```{{raw}} html\n{page_html(name)}\n```\n"
         )

@@ -719,6 +719,19 @@ assert cheapest_chain([(10, 1000), (1000, 10), (10, 1000)]) == 400_000
 #   thousand times slower (1,360 times in the stored run).
 
 # %% [markdown]
+# ## Quiz (optional, 17 min)
+#
+# Test yourself on this chapter's core sections: multiple choice and numeric questions, each
+# naming the section it tests. Choose or type an answer and check it: the quiz says whether it
+# is right and why, for the wrong options too. The cell below needs nothing from the cells
+# above it, so it also runs on its own when you come back to the chapter.
+
+# %%
+from course_lib import quiz
+
+quiz.show("01_matmul")
+
+# %% [markdown]
 # ## References
 #
 # - G. Strabel, *Transformers*, lecture notes, 2023, section 1.1 {cite}`strabel2023transformers`.

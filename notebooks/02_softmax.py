@@ -971,6 +971,19 @@ assert np.abs(freq - ref.softmax(z_g)).max() < 0.01  # 100,000 draws: standard e
 #   behind FlashAttention.
 
 # %% [markdown]
+# ## Quiz (optional, 21 min)
+#
+# Test yourself on this chapter's core sections: multiple choice and numeric questions, each
+# naming the section it tests. Choose or type an answer and check it: the quiz says whether it
+# is right and why, for the wrong options too. The cell below needs nothing from the cells
+# above it, so it also runs on its own when you come back to the chapter.
+
+# %%
+from course_lib import quiz
+
+quiz.show("02_softmax")
+
+# %% [markdown]
 # ## References
 #
 # - G. Strabel, *Transformers*, lecture notes, 2023, section 1.2 {cite}`strabel2023transformers`.

@@ -1157,6 +1157,19 @@ for a, b in (("paraphrased", "negated"), ("good", "fair")):
 #   COMET) agree with experts better than BLEU; direct assessment and MQM are how people judge.
 
 # %% [markdown]
+# ## Quiz (optional, 25 min)
+#
+# Test yourself on this chapter's core sections: multiple choice and numeric questions, each
+# naming the section it tests. Choose or type an answer and check it: the quiz says whether it
+# is right and why, for the wrong options too. The cell below needs nothing from the cells
+# above it, so it also runs on its own when you come back to the chapter.
+
+# %%
+from course_lib import quiz
+
+quiz.show("03_text_metrics")
+
+# %% [markdown]
 # ## References
 #
 # - G. Strabel, *Transformers*, lecture notes, 2023, section 1.3 {cite}`strabel2023transformers`.

@@ -840,7 +840,21 @@ check.pre_ln_block(pre_ln_block, require=True)
 # Part 2, [`05_transformer_block_stacks`](05_transformer_block_stacks.ipynb), counts the
 # parameters of these stacks, measures why pre-LN stacks train without warm-up, and builds the
 # encoder–decoder with cross-attention.
+
+# %% [markdown]
+# ## Quiz (optional, 22 min)
 #
+# Test yourself on this chapter's core sections: multiple choice and numeric questions, each
+# naming the section it tests. Choose or type an answer and check it: the quiz says whether it
+# is right and why, for the wrong options too. The cell below needs nothing from the cells
+# above it, so it also runs on its own when you come back to the chapter.
+
+# %%
+from course_lib import quiz
+
+quiz.show("05_transformer_block")
+
+# %% [markdown]
 # ## References
 #
 # - G. Strabel, *Transformers*, lecture notes, 2023, section 2.4 and eq. (21)

@@ -857,7 +857,21 @@ print("RMS after 0, 1, 4, 16, 24 blocks:", rms[[0, 1, 4, 16, 24]].round(3), f" s
 #   from the encoder's output. Ours matches `torch.nn.Transformer` to float32 rounding; one
 #   encoder and one decoder block learn to reverse digit strings in a few hundred steps, and
 #   their cross-attention maps show the decoder reading the source backwards.
+
+# %% [markdown]
+# ## Quiz (optional, 19 min)
 #
+# Test yourself on this chapter's core sections: multiple choice and numeric questions, each
+# naming the section it tests. Choose or type an answer and check it: the quiz says whether it
+# is right and why, for the wrong options too. The cell below needs nothing from the cells
+# above it, so it also runs on its own when you come back to the chapter.
+
+# %%
+from course_lib import quiz
+
+quiz.show("05_transformer_block_stacks")
+
+# %% [markdown]
 # ## References
 #
 # - G. Strabel, *Transformers*, lecture notes, 2023, eq. (21), section 3 and Figure 3 (the

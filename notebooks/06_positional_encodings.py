@@ -1156,7 +1156,21 @@ print("first offset in bucket 31:", n[t5_bucket(n) == 31][0], "and every offset 
 # follows $L^2 d$ (4.3 GB at $L = 4096$), skewing's follows $L^2$ (about three $L \times L$ buffers:
 # the logits, their padded copy and the result). The times were taken on a shared machine and vary
 # from run to run; the ratios hold: less memory at every length, and faster at every length.
+
+# %% [markdown]
+# ## Quiz (optional, 21 min)
 #
+# Test yourself on this chapter's core sections: multiple choice and numeric questions, each
+# naming the section it tests. Choose or type an answer and check it: the quiz says whether it
+# is right and why, for the wrong options too. The cell below needs nothing from the cells
+# above it, so it also runs on its own when you come back to the chapter.
+
+# %%
+from course_lib import quiz
+
+quiz.show("06_positional_encodings")
+
+# %% [markdown]
 # ## References
 #
 # - G. Strabel, *Transformers*, lecture notes, 2023, sections 3 and 12, and the slides and notes

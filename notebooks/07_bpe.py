@@ -893,6 +893,19 @@ check.frequency_vs_rank(disagreement)
 #   about a quarter more tokens at the same size.
 
 # %% [markdown]
+# ## Quiz (optional, 16 min)
+#
+# Test yourself on this chapter's core sections: multiple choice and numeric questions, each
+# naming the section it tests. Choose or type an answer and check it: the quiz says whether it
+# is right and why, for the wrong options too. The cell below needs nothing from the cells
+# above it, so it also runs on its own when you come back to the chapter.
+
+# %%
+from course_lib import quiz
+
+quiz.show("07_bpe")
+
+# %% [markdown]
 # ## References
 #
 # - G. Strabel, *Transformers*, lecture notes, 2023, section 14 {cite}`strabel2023transformers`.

@@ -875,6 +875,19 @@ plt.show()
 #   in context, and trains faster.
 
 # %% [markdown]
+# ## Quiz (optional, 18 min)
+#
+# Test yourself on this chapter's core sections: multiple choice and numeric questions, each
+# naming the section it tests. Choose or type an answer and check it: the quiz says whether it
+# is right and why, for the wrong options too. The cell below needs nothing from the cells
+# above it, so it also runs on its own when you come back to the chapter.
+
+# %%
+from course_lib import quiz
+
+quiz.show("08_gpt")
+
+# %% [markdown]
 # ## References
 #
 # - G. Strabel, *Transformers*, lecture notes, 2023, sections 4 to 6 {cite}`strabel2023transformers`.

@@ -894,7 +894,21 @@ check.greedy_counterexample(word, pieces_of_vocab, require=True)
 #   call GPT's causal objective "masked".
 # - Part 2 (`09_bert_training`) pre-trains this model, fine-tunes it, and compares it with a GPT
 #   of the same size.
+
+# %% [markdown]
+# ## Quiz (optional, 15 min)
 #
+# Test yourself on this chapter's core sections: multiple choice and numeric questions, each
+# naming the section it tests. Choose or type an answer and check it: the quiz says whether it
+# is right and why, for the wrong options too. The cell below needs nothing from the cells
+# above it, so it also runs on its own when you come back to the chapter.
+
+# %%
+from course_lib import quiz
+
+quiz.show("09_bert")
+
+# %% [markdown]
 # ## References
 #
 # - G. Strabel, *Transformers*, lecture notes, 2023, sections 4 and 8 {cite}`strabel2023transformers`.

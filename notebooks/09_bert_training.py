@@ -958,7 +958,21 @@ check.best_span(best_span, require=True)
 #   scored 2.2 ± 0.8 points above the causal one under that readout. Its masked-LM arm barely
 #   pre-trained and four of its five best rates sit at the grid's edge, so it says nothing about
 #   a working masked LM; that run is still to be made (9.15).
+
+# %% [markdown]
+# ## Quiz (optional, 15 min)
 #
+# Test yourself on this chapter's core sections: multiple choice and numeric questions, each
+# naming the section it tests. Choose or type an answer and check it: the quiz says whether it
+# is right and why, for the wrong options too. The cell below needs nothing from the cells
+# above it, so it also runs on its own when you come back to the chapter.
+
+# %%
+from course_lib import quiz
+
+quiz.show("09_bert_training")
+
+# %% [markdown]
 # ## References
 #
 # - J. Devlin, M.-W. Chang, K. Lee and K. Toutanova, "BERT: Pre-training of deep bidirectional

@@ -1496,6 +1496,19 @@ torch.testing.assert_close(pairwise_loss(r_w + shift, r_l + shift), pairwise_los
 #   digit-sum task that the same student trained on labels alone did not.
 
 # %% [markdown]
+# ## Quiz (optional, 20 min)
+#
+# Test yourself on this chapter's core sections: multiple choice and numeric questions, each
+# naming the section it tests. Choose or type an answer and check it: the quiz says whether it
+# is right and why, for the wrong options too. The cell below needs nothing from the cells
+# above it, so it also runs on its own when you come back to the chapter.
+
+# %%
+from course_lib import quiz
+
+quiz.show("10_feedback_distillation")
+
+# %% [markdown]
 # ## References
 #
 # - G. Strabel, *Transformers*, lecture notes, 2023, sections 7 and 10 {cite}`strabel2023transformers`.

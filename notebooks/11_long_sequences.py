@@ -1168,6 +1168,19 @@ assert check_prediction(prediction, 23 - int(np.flatnonzero(heard)[0]), what="r"
 # positions let a trained model read longer inputs than it saw.
 
 # %% [markdown]
+# ## Quiz (optional, 20 min)
+#
+# Test yourself on this chapter's core sections: multiple choice and numeric questions, each
+# naming the section it tests. Choose or type an answer and check it: the quiz says whether it
+# is right and why, for the wrong options too. The cell below needs nothing from the cells
+# above it, so it also runs on its own when you come back to the chapter.
+
+# %%
+from course_lib import quiz
+
+quiz.show("11_long_sequences")
+
+# %% [markdown]
 # ## References
 #
 # - G. Strabel, *Transformers*, lecture notes, 2023, section 9 {cite}`strabel2023transformers`.

@@ -1046,7 +1046,21 @@ print(f"stochastic, 32 runs: mean {runs.mean():.1f}, from {runs.min():.2f} to {r
 #
 # Part 2, [`12_number_formats_quantisation`](12_number_formats_quantisation.ipynb), stores
 # weights as int8 and NF4 codes with per-block scales.
+
+# %% [markdown]
+# ## Quiz (optional, 22 min)
 #
+# Test yourself on this chapter's core sections: multiple choice and numeric questions, each
+# naming the section it tests. Choose or type an answer and check it: the quiz says whether it
+# is right and why, for the wrong options too. The cell below needs nothing from the cells
+# above it, so it also runs on its own when you come back to the chapter.
+
+# %%
+from course_lib import quiz
+
+quiz.show("12_number_formats")
+
+# %% [markdown]
 # ## References
 #
 # - G. Strabel, *Transformers*, lecture notes, 2023, section 15 and figure 13

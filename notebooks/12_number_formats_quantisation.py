@@ -596,7 +596,21 @@ print("Lloyd's levels:", fitted.round(2))
 # - At 4.5 bits per parameter NF4's error is below evenly spaced int4's, on random normal weights
 #   and on chapter 8's trained ones; double quantisation brings the cost to about 4.127 bits, and
 #   a 7-billion-parameter model's weights to about 3.6 GB.
+
+# %% [markdown]
+# ## Quiz (optional, 17 min)
 #
+# Test yourself on this chapter's core sections: multiple choice and numeric questions, each
+# naming the section it tests. Choose or type an answer and check it: the quiz says whether it
+# is right and why, for the wrong options too. The cell below needs nothing from the cells
+# above it, so it also runs on its own when you come back to the chapter.
+
+# %%
+from course_lib import quiz
+
+quiz.show("12_number_formats_quantisation")
+
+# %% [markdown]
 # ## References
 #
 # - T. Dettmers et al., "LLM.int8(): 8-bit matrix multiplication for transformers at scale", 2022

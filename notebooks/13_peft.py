@@ -1009,6 +1009,19 @@ assert 0.5 < lost  # most of the update is lost (the folded text gives the numbe
 #   [`13_peft_prompts`](13_peft_prompts.ipynb), trains vectors in front of the input instead.
 
 # %% [markdown]
+# ## Quiz (optional, 20 min)
+#
+# Test yourself on this chapter's core sections: multiple choice and numeric questions, each
+# naming the section it tests. Choose or type an answer and check it: the quiz says whether it
+# is right and why, for the wrong options too. The cell below needs nothing from the cells
+# above it, so it also runs on its own when you come back to the chapter.
+
+# %%
+from course_lib import quiz
+
+quiz.show("13_peft")
+
+# %% [markdown]
 # ## References
 #
 # - G. Strabel, *Transformers*, lecture notes, 2023, section 11 {cite}`strabel2023transformers`.

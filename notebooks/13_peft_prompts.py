@@ -822,6 +822,19 @@ for n in (1, 4, 16, 50):
 #   here (a hypothesis).
 
 # %% [markdown]
+# ## Quiz (optional, 19 min)
+#
+# Test yourself on this chapter's core sections: multiple choice and numeric questions, each
+# naming the section it tests. Choose or type an answer and check it: the quiz says whether it
+# is right and why, for the wrong options too. The cell below needs nothing from the cells
+# above it, so it also runs on its own when you come back to the chapter.
+
+# %%
+from course_lib import quiz
+
+quiz.show("13_peft_prompts")
+
+# %% [markdown]
 # ## References
 #
 # - G. Strabel, *Transformers*, lecture notes, 2023, section 13 {cite}`strabel2023transformers`.

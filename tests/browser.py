@@ -24,6 +24,10 @@ WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
 LOCAL_HOSTS = {"127.0.0.1"}
 #: The chapter RISE presents in JupyterLab (tests/test_lab_slides.py): math, figures, a widget.
 RISE_CHAPTER = "02_softmax"
+#: The chapter whose quiz (its last code cell, course_lib.quiz.show) the Lab test runs and
+#: answers (the other chapters' quiz cells are shown there, not run: tests/test_lab.py), and
+#: whose page's quiz the website's browser test answers and prints (tests/test_book.py).
+QUIZ_LAB_CHAPTER = "01_matmul"
 #: Schemes that never leave the machine.
 LOCAL_SCHEMES = {"file", "data", "blob"}
 
@@ -127,12 +131,24 @@ def is_progress_bar(nb: dict, model_id: str) -> bool:
     )
 
 
+def is_quiz_cell(cell: dict) -> bool:
+    """Whether a cell is a chapter's quiz (``quiz.show("NN_topic")``, the lesson's last code
+    cell): a widget the Lab test leaves out of "the chapter's widgets" (see
+    :func:`up_to_last_widget`), so that it does not make the test run the whole chapter."""
+    from course_lib.quiz import quiz_called_in
+
+    source = cell["source"] if isinstance(cell["source"], str) else "".join(cell["source"])
+    return cell["cell_type"] == "code" and quiz_called_in(source) is not None
+
+
 def widget_cells(nb: dict) -> list[int]:
-    """Indices of the cells that display an interactive widget (progress bars excluded)."""
+    """Indices of the cells that display an interactive widget (progress bars and the quiz
+    excluded)."""
     return [
         i
         for i, c in enumerate(nb["cells"])
         if c["cell_type"] == "code"
+        and not is_quiz_cell(c)
         and any(
             WIDGET_VIEW in o.get("data", {})
             and not is_progress_bar(nb, o["data"][WIDGET_VIEW]["model_id"])
@@ -142,21 +158,26 @@ def widget_cells(nb: dict) -> list[int]:
 
 
 def widget_views(nb: dict) -> int:
-    """How many interactive widgets the chapter displays (outputs with a widget view)."""
+    """How many interactive widgets the chapter displays (outputs with a widget view), its
+    quiz left out."""
     return sum(
         WIDGET_VIEW in o.get("data", {})
         and not is_progress_bar(nb, o["data"][WIDGET_VIEW]["model_id"])
         for c in nb["cells"]
-        if c["cell_type"] == "code"
+        if c["cell_type"] == "code" and not is_quiz_cell(c)
         for o in c.get("outputs", [])
     )
 
 
-def up_to_last_widget(nb: dict) -> dict | None:
+def up_to_last_widget(nb: dict, *, keep_quiz: bool = False) -> dict | None:
     """The notebook as the Lab test runs it (None: it shows no widget): every markdown cell
     kept (the MyST check reads them all), the code cells up to the last one that displays a
     widget kept without their stored outputs and prompts (so what the page shows after "Run
-    All" is this run's), and the code cells after it made raw cells (shown, never run)."""
+    All" is this run's), and the code cells after it made raw cells (shown, never run).
+
+    The chapter's quiz, its last code cell, is not "the last widget" (else every chapter would
+    run whole); with ``keep_quiz`` it stays a code cell all the same (it needs nothing from the
+    cells above it), so that the test also runs and answers it."""
     shows = widget_cells(nb)
     if not shows:
         return None
@@ -164,7 +185,7 @@ def up_to_last_widget(nb: dict) -> dict | None:
     for i, c in enumerate(nb["cells"]):
         if c["cell_type"] != "code":
             cells.append(c)
-        elif i <= shows[-1]:
+        elif i <= shows[-1] or (keep_quiz and is_quiz_cell(c)):
             cells.append({**c, "outputs": [], "execution_count": None})
         else:
             cells.append(

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.browser import RISE_CHAPTER, serve, up_to_last_widget
+from tests.browser import QUIZ_LAB_CHAPTER, RISE_CHAPTER, serve, up_to_last_widget
 
 ROOT = Path(__file__).resolve().parent.parent
 BOOK = ROOT / "book"
@@ -99,7 +99,8 @@ def lab(tmp_path_factory):
     """JupyterLab on a random free port, serving a copy of notebooks/ (and book/ for links).
 
     Beside each chapter: ``NN_x.widgets.ipynb``, the chapter whose code stops at its last
-    widget (tests/browser.py up_to_last_widget; tests/test_lab.py runs it); for
+    widget, its quiz cell run only for :data:`QUIZ_LAB_CHAPTER` (tests/browser.py
+    up_to_last_widget; tests/test_lab.py runs it); for
     :data:`RISE_CHAPTER` ``NN_x.rise.ipynb``, the chapter with its slide types
     (tests/test_lab_slides.py presents it); ``probe_error.ipynb`` at the root.
     """
@@ -113,7 +114,10 @@ def lab(tmp_path_factory):
     (root / "notebooks").mkdir(parents=True)
     for path in NOTEBOOKS.glob("[0-9][0-9]_*.ipynb"):
         shutil.copy(path, root / "notebooks" / path.name)
-        prefix = up_to_last_widget(json.loads(path.read_text(encoding="utf-8")))
+        prefix = up_to_last_widget(
+            json.loads(path.read_text(encoding="utf-8")),
+            keep_quiz=path.stem == QUIZ_LAB_CHAPTER,  # the one chapter whose quiz is run
+        )
         if prefix is not None:  # beside the chapter, so that its relative paths still work
             (root / "notebooks" / f"{path.stem}.widgets.ipynb").write_text(
                 json.dumps(prefix), encoding="utf-8"

@@ -24,7 +24,7 @@ import pytest
 import yaml
 
 from course_lib.static_explorer import CHAPTERS, chapter_explorer
-from tests.browser import Visit, serve
+from tests.browser import QUIZ_LAB_CHAPTER, Visit, serve
 from tests.test_explorers import drive
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -140,6 +140,24 @@ def test_quiz_pages_are_titled_after_their_chapters(site: Path) -> None:
     listed = re.findall(r'<a class="reference internal" href="quizzes/[^"]*">(.*?)</a>', index)
     want = [f"Quiz: {titles[n]}" for n in quiz.quiz_names()]
     assert [html.unescape(re.sub(r"<[^>]+>", "", a)).strip() for a in listed] == want
+
+
+@pytest.mark.book
+def test_each_chapter_page_ends_its_lesson_with_a_quiz_that_responds(site: Path) -> None:
+    """The quiz that ends each chapter is, on its page, the questions graded by the page's own
+    script (tools/chapter_quizzes.py), never the stored widget, whose buttons would do nothing
+    without a kernel: no widget view and no widget model of the quiz is left, and the link to
+    the quiz's own page resolves (check_page answers a question in the browser)."""
+    from course_lib import quiz
+
+    for page in notebook_pages():
+        name = Path(page).name
+        text = (site / f"{page}.html").read_text(encoding="utf-8")
+        assert text.count(f'<div class="course-quiz-embed" data-chapter="{name}">') == 1, page
+        assert text.count('class="course-quiz-q ') == len(quiz.load(name)), page
+        assert "Quiz(" not in text and 'course-quiz"' not in text, f"{page}: the frozen quiz"
+        href = re.search(r'class="course-quiz-where">.*?<a href="([^"]+)"', text, re.S)[1]
+        assert (site / page).parent.joinpath(href).resolve().is_file(), f"{page}: {href}"
 
 
 @pytest.mark.book
@@ -336,6 +354,8 @@ def check_page(visit: Visit, page: str, shot: str) -> None:
                 widget.scroll_into_view_if_needed()
                 assert widget.is_visible(), f"{page}: the widget is not visible once scrolled to"
             assert pg.locator(".widget-error").count() == 0, f"{page}: a widget failed to render"
+        if chapter == QUIZ_LAB_CHAPTER:  # one chapter: the quiz's script is the same on all
+            check_chapter_quiz(pg, chapter)
         pg.wait_for_load_state("networkidle", timeout=30_000)
         failed = False
     finally:
@@ -343,6 +363,30 @@ def check_page(visit: Visit, page: str, shot: str) -> None:
         whole = failed or page in FULL_SHOTS
         pg.screenshot(path=str(ARTIFACTS / f"{shot}.png"), full_page=whole)
     visit.check(page)
+
+
+def check_chapter_quiz(pg, chapter: str) -> None:
+    """The quiz that ends the chapter responds without a kernel: the right option of its first
+    multiple-choice question, clicked, says so; printed, the quiz is one line pointing to the
+    end of the book (tools/chapter_quizzes.py). One chapter's page (about 0.5 s): every page
+    runs the same script (no console error on any page: check_page), and every page's quiz is
+    placed whole (test_each_chapter_page_ends_its_lesson_with_a_quiz_that_responds)."""
+    from course_lib import quiz
+
+    questions = quiz.load(chapter)
+    box = pg.locator(".course-quiz-embed")
+    assert box.locator(".course-quiz-q").count() == len(questions), f"{chapter}: the quiz"
+    i = next(k for k, q in enumerate(questions) if q["kind"] == "choice")
+    right = next(k for k, o in enumerate(questions[i]["options"]) if o.get("correct"))
+    question = box.locator(".course-quiz-q").nth(i)
+    question.scroll_into_view_if_needed()
+    question.locator("button.course-quiz-option").nth(right).click()
+    assert question.get_attribute("data-answered") == "right", f"{chapter}: the quiz"
+    pg.emulate_media(media="print")
+    try:
+        assert box.locator(".course-quiz-print").is_visible() and not question.is_visible()
+    finally:
+        pg.emulate_media(media="screen")
 
 
 @pytest.mark.browser

@@ -8,7 +8,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from tests.browser import Visit, serve, up_to_last_widget
+from tests.browser import Visit, serve, up_to_last_widget, widget_cells, widget_views
 
 
 class FakePage:
@@ -92,3 +92,29 @@ def test_up_to_last_widget_stops_the_code_after_the_last_widget_and_skips_progre
     assert [c["cell_type"] for c in cut] == ["code", "code", "raw", "raw", "raw"]
     assert all(c["outputs"] == [] and c["execution_count"] is None for c in cut[:2])
     assert up_to_last_widget({**nb, "cells": [cell(), cell("bar")]}) is None
+
+
+def test_the_quiz_is_not_the_last_widget_the_lab_test_runs_up_to():
+    """A chapter's quiz (its last code cell) does not make the Lab test run the whole chapter:
+    the cells between the last other widget and the quiz stay raw; the quiz cell itself is run
+    only where it is asked for (one chapter, tests/browser.py QUIZ_LAB_CHAPTER)."""
+    view = "application/vnd.jupyter.widget-view+json"
+    state = {"w": {"model_name": "VBoxModel", "state": {}}, "q": {"model_name": "VBoxModel"}}
+
+    def cell(model=None, source=""):
+        outputs = [{"data": {view: {"model_id": model}}}] if model else []
+        return {"cell_type": "code", "outputs": outputs, "source": source, "execution_count": 1}
+
+    quiz = cell("q", 'from course_lib import quiz\n\nquiz.show("01_matmul")')
+    nb = {
+        "metadata": {"widgets": {"application/vnd.jupyter.widget-state+json": {"state": state}}},
+        "cells": [cell(), cell("w"), cell(), quiz, cell()],
+    }
+    assert widget_cells(nb) == [1] and widget_views(nb) == 1
+    assert [c["cell_type"] for c in up_to_last_widget(nb)["cells"]] == [
+        "code", "code", "raw", "raw", "raw"
+    ]  # fmt: skip
+    kept = up_to_last_widget(nb, keep_quiz=True)["cells"]
+    assert [c["cell_type"] for c in kept] == ["code", "code", "raw", "code", "raw"]
+    assert kept[3]["outputs"] == [] and kept[3]["execution_count"] is None
+    assert up_to_last_widget({**nb, "cells": [cell(), quiz]}) is None  # a quiz alone: no widget

@@ -9,8 +9,8 @@ each chapter the test opens one copy of the notebook (every markdown cell; the c
 last widget, without stored outputs; the code after it as raw cells), checks that the MyST
 markup renders (citations, exercise directives: jupyterlab-myst), runs every code cell in the
 kernel it opened with, and asserts: no error output, every widget rendered, one control per
-widget moved and its output changed, no console error, no request outside 127.0.0.1. The cells after the last widget (exercises, the testing appendix) are
-not run here: nbval runs every cell of every chapter and compares their outputs; this test
+widget moved and its output changed, no console error, no request outside 127.0.0.1. The cells after the last widget (exercises, the quiz, the testing appendix) are
+not run here, except the quiz of ``QUIZ_LAB_CHAPTER`` (tests/browser.py), which is answered: nbval runs every cell of every chapter and compares their outputs; this test
 checks what only a browser can see. The chapters of ``RENDER_ONLY`` are rendered and checked
 without running their code (the budget of ./course test; ``COURSE_LAB_ALL=1`` runs them). Screenshots go to ``tests/artifacts/lab-<chapter>.png``
 (rendering) and ``lab-<chapter>-widgets.png`` (after the run).
@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.browser import Visit, widget_views
+from tests.browser import QUIZ_LAB_CHAPTER, Visit, widget_views
 from tools.lab import LabServer
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -190,10 +190,12 @@ def wait_for_run(visit: LabVisit, nb: dict, since: float) -> None:
 
 
 def widget_roots(pg):
-    """The widgets displayed by the cells: the outermost ``.jupyter-widgets`` of each output."""
+    """The widgets displayed by the cells: the outermost ``.jupyter-widgets`` of each output
+    (progress bars and the quiz left out: :func:`check_quiz` answers it)."""
     pg.evaluate(
         """() => document.querySelectorAll('.jp-OutputArea-output .jupyter-widgets').forEach(e => {
-            if (!e.parentElement.closest('.jupyter-widgets') && !e.querySelector('.widget-progress'))
+            if (!e.parentElement.closest('.jupyter-widgets') && !e.querySelector('.widget-progress')
+                && !e.classList.contains('course-quiz'))
                 e.setAttribute('data-course-widget', '');
         })"""
     )
@@ -273,6 +275,8 @@ def test_chapter_in_jupyterlab(lab: LabServer, browser, chapter: str) -> None:
         pg.screenshot(path=str(ARTIFACTS / f"lab-{chapter}.png"))
         if runs_widgets(chapter):
             run_widgets(visit, chapter, run_nb, widget_views(nb))
+            if chapter == QUIZ_LAB_CHAPTER:
+                check_quiz(pg, chapter)
     finally:
         pg.screenshot(path=str(ARTIFACTS / f"lab-{chapter}-widgets.png"))
         visit.close()
@@ -338,6 +342,34 @@ def run_widgets(visit: LabVisit, chapter: str, nb: dict, n_widgets: int) -> None
         assert changed, f"{chapter}: widget {i}: output unchanged after {actions}"
     roots.first.scroll_into_view_if_needed()
     pg.wait_for_timeout(500)
+
+
+def check_quiz(pg, chapter: str) -> None:
+    """The chapter's quiz, run in the same visit (its cell needs nothing from the cells above
+    it): every question shown; a wrong letter, checked, says why it is wrong, and the right one
+    says it is right, as course_lib.quiz.check_answer does."""
+    from course_lib import quiz
+
+    questions = quiz.load(chapter)
+    box = pg.locator(".jp-OutputArea-output .course-quiz")
+    box.wait_for(state="visible", timeout=30_000)
+    rows = box.locator(":scope > .widget-vbox")
+    assert rows.count() == len(questions), f"{chapter}: {rows.count()} of {len(questions)} shown"
+    i = next(k for k, q in enumerate(questions) if q["kind"] == "choice")
+    right = next(k for k, o in enumerate(questions[i]["options"]) if o.get("correct"))
+    row = rows.nth(i)
+    row.scroll_into_view_if_needed()
+    feedback = row.locator(".widget-htmlmath").nth(1)
+    for option, verdict in ((1 - min(right, 1), "Not quite."), (right, "Right.")):
+        row.locator(".widget-toggle-buttons button").nth(option).click()
+        row.locator("button", has_text="Check").click()
+        pg.wait_for_function(
+            "([e, v]) => e.innerText.trim().startsWith(v)",
+            arg=[feedback.element_handle(), verdict],
+            timeout=20_000,
+        )
+        expected = quiz.check_answer(questions[i], option)[1]
+        assert expected.startswith(verdict), expected
 
 
 def test_the_test_sees_an_error_output(lab: LabServer, browser) -> None:

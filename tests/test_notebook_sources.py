@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import re
 from pathlib import Path
 
@@ -315,3 +316,42 @@ def test_ready_chapter_follows_the_pattern(src):
     assert headings[-1] == "How this chapter is tested", "the testing appendix comes last"
     assert "check_prediction" in text, "a predict-then-check exercise"
     assert re.search(r"stretch", text, re.I), "a stretch problem"
+
+
+@pytest.mark.parametrize("src", READY, ids=lambda p: p.stem)
+def test_ready_chapter_ends_with_its_quiz(src):
+    """The lesson ends with the chapter's own quiz (issue 44; README, 'The chapter pattern'):
+    its last code cell before the testing appendix is ``quiz.show("NN_topic")`` with its own
+    import (it runs alone), under ``## Quiz (optional, N min)`` with the rate's minutes
+    (tools/minutes.py), and only the references follow it; the executed notebook stores the
+    rendered quiz (the website puts a copy that responds in its place: tools/chapter_quizzes.py)."""
+    from course_lib.quiz import quiz_called_in
+    from tools import minutes as rate
+
+    # the executed notebook (its cells are the source's: test_py_and_ipynb_are_in_sync)
+    cells = nbformat.read(src.with_suffix(".ipynb"), as_version=4).cells
+    appendix = next(  # the cell that opens the testing appendix (it may hold the references)
+        i
+        for i, c in enumerate(cells)
+        if c.cell_type == "markdown"
+        and re.search(r"^## How this chapter is tested", c.source, re.M)
+    )
+    quizzes = [i for i, c in enumerate(cells) if c.cell_type == "code" and quiz_called_in(c.source)]
+    assert len(quizzes) == 1, f"{src.stem}: {len(quizzes)} quiz cells, want one"
+    at = quizzes[0]
+    code = [i for i, c in enumerate(cells[:appendix]) if c.cell_type == "code"]
+    assert code[-1] == at, f"{src.stem}: the quiz is not the lesson's last code cell"
+    assert cells[at].source.strip() == f'from course_lib import quiz\n\nquiz.show("{src.stem}")'
+    heading = re.fullmatch(r"## Quiz \(optional, (\d+) min\)", cells[at - 1].source.split("\n")[0])
+    assert heading, f"{src.stem}: the quiz cell follows {cells[at - 1].source[:40]!r}"
+    stated, estimate = int(heading[1]), rate.quiz_minutes(src.stem)
+    slack = max(rate.MIN_SLACK, math.ceil(rate.TOLERANCE * estimate))
+    assert abs(stated - estimate) <= slack, f"quiz: stated {stated} min, the rate gives {estimate}"
+    follow = cells[at + 1 : appendix + 1]
+    assert follow and follow[0].source.startswith("## References"), "the references follow"
+    assert all(c.cell_type == "markdown" for c in follow), "only the references follow the quiz"
+    data = [o.get("data", {}) for o in cells[at].get("outputs", [])]
+    assert any("application/vnd.jupyter.widget-view+json" in d for d in data), (
+        f"{src.stem}: the quiz cell stores no rendered quiz: run ./course notebooks {src.stem}"
+    )
+    assert ["".join(d.get("text/plain", "")) for d in data] == [f"Quiz('{src.stem}')"]

@@ -258,3 +258,72 @@ def test_the_answers_are_printed_at_the_end():
     quizzes = [p for p in pages if p.startswith("book/quizzes/")]
     assert quizzes == [f"book/quizzes/{n}" for n in quiz.quiz_names()]
     assert pages[-len(quizzes) :] == quizzes, "the quizzes close the PDF"
+
+
+def _built_page(quiz_output: bool = True) -> str:
+    """A chapter page as myst-nb writes it: the widget state, a widget cell, the quiz cell."""
+    import json
+
+    state = {
+        "w": {"state": {"layout": "IPY_MODEL_l"}},
+        "l": {"state": {}},
+        "q": {"state": {"children": ["IPY_MODEL_c"], "layout": "IPY_MODEL_ql"}},
+        "c": {"state": {"layout": "IPY_MODEL_ql"}},
+        "ql": {"state": {}},
+    }
+
+    def cell(source: str, model: str | None) -> str:
+        view = json.dumps({"model_id": model, "version_major": 2, "version_minor": 0})
+        out = (
+            f'<script type="application/vnd.jupyter.widget-view+json">{view}</script>'
+            if model
+            else "<pre>text</pre>"
+        )
+        return (
+            '<div class="cell docutils container">\n<div class="cell_input docutils container">'
+            f"<pre>{source}</pre></div>\n"
+            f'<div class="cell_output docutils container">{out}</div>\n</div>'
+        )
+
+    quiz_cell = 'from course_lib import quiz\n\nquiz.show("01_matmul")'
+    return (
+        '<head><script type="application/vnd.jupyter.widget-state+json">'
+        f"{json.dumps({'state': state, 'version_major': 2})}</script></head>\n"
+        + cell("explorer()", "w")
+        + cell(quiz_cell.replace('"', "&quot;"), "q" if quiz_output else None)
+    )
+
+
+def test_the_website_puts_a_quiz_that_responds_in_place_of_the_frozen_widget():
+    """tools/chapter_quizzes.py: the quiz cell's widget view becomes the page's own quiz, the
+    models only it used go from the page's widget state, a second run replaces the first, and a
+    page without the quiz (or without its stored widget) is an error naming the chapter."""
+    import json
+
+    from tools import chapter_quizzes as cq
+
+    fragment = quiz.chapter_html("01_matmul", "1. Matrix multiplication", "../q.html")
+    page, dropped = cq.place(_built_page(), "01_matmul", fragment)
+    assert dropped == 3 and page.count('<div class="course-quiz-embed"') == 1
+    assert '"model_id": "q"' not in page and '"model_id": "w"' in page
+    state = json.loads(cq.WIDGET_STATE.search(page)[2])["state"]
+    assert sorted(state) == ["l", "w"]
+    again, dropped = cq.place(page, "01_matmul", fragment)
+    assert again == page and dropped == 0
+    with pytest.raises(cq.QuizPageError, match="02_softmax: expected exactly one code cell"):
+        cq.place(_built_page(), "02_softmax", fragment)
+    with pytest.raises(cq.QuizPageError, match="01_matmul: the quiz cell has no widget output"):
+        cq.place(_built_page(quiz_output=False), "01_matmul", fragment)
+
+
+def test_the_chapter_page_quiz_has_every_question_and_no_answer_key():
+    """The chapter page's copy of the quiz: every question, graded by the page's script, a link
+    to the quiz's own page, and no answer key (course.pdf prints it once, at the end); printed,
+    only the line that says where the quiz is."""
+    questions = quiz.load("02_softmax")
+    text = quiz.chapter_html("02_softmax", "2. Softmax", "../book/quizzes/02_softmax.html")
+    assert text.count('class="course-quiz-q mathjax_process"') == len(questions)
+    assert '<a href="../book/quizzes/02_softmax.html">Quiz: 2. Softmax</a>' in text
+    assert "course-quiz-key" not in text.replace(".course-quiz-key", "") and "$" not in text
+    assert ".course-quiz-embed > :not(.course-quiz-print) { display: none; }" in text
+    assert "at the end of this book: Quiz: 2. Softmax." in text

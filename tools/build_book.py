@@ -476,6 +476,14 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {err}")
         return 1
     print(f"   explorers in {time.perf_counter() - start - seconds:.0f} s", flush=True)
+    from tools import chapter_quizzes
+
+    print("== quizzes: each chapter's quiz on its page, no kernel (tools/chapter_quizzes.py)")
+    try:  # replaces the frozen quiz widget that ends each chapter with one that responds
+        chapter_quizzes.add_quizzes(HTML)
+    except chapter_quizzes.QuizPageError as err:
+        print(f"error: {err}")
+        return 1
     began = time.perf_counter()
     from tools import live_pages
 

@@ -19,7 +19,9 @@ time and two chapters' minutes mean the same thing:
 
 A section's estimate is rounded to a whole minute, at least 2. ``tests/test_notebook_sources.py``
 holds every numbered section's stated minutes to within ``TOLERANCE`` of the estimate. The
-exercises at the end of a chapter are outside the sections and are not counted in the core path.
+exercises at the end of a chapter are outside the sections and are not counted in the core path,
+nor is the chapter's quiz (``## Quiz (optional, N min)``, the lesson's last code cell), whose
+minutes are ``QUIZ_MINUTES`` per question by kind (:func:`quiz_minutes`).
 """
 
 from __future__ import annotations
@@ -45,6 +47,9 @@ EXERCISE_MINUTES = {
     "derive": 10,
     "stretch": 15,
 }
+#: Minutes per quiz question (data/quizzes): reading it, choosing or working out an answer,
+#: reading why; a numeric one is worked on paper.
+QUIZ_MINUTES = {"choice": 1, "numeric": 2}
 #: A stated figure may differ from the estimate by this share, or by MIN_SLACK minutes.
 TOLERANCE = 0.3
 MIN_SLACK = 2
@@ -79,6 +84,17 @@ class Section:
     def within(self) -> bool:
         slack = max(MIN_SLACK, math.ceil(TOLERANCE * self.estimate))
         return abs(self.stated - self.estimate) <= slack
+
+
+def quiz_minutes(chapter: str) -> int:
+    """The minutes of a chapter's quiz at the course's rate.
+
+    >>> quiz_minutes("01_matmul") >= 12
+    True
+    """
+    from course_lib import quiz
+
+    return sum(QUIZ_MINUTES[q["kind"]] for q in quiz.load(chapter))
 
 
 def exercise_kind(title: str) -> str:
@@ -183,8 +199,17 @@ def report(path: Path, detail: bool) -> tuple[int, int]:
     print(
         f"{path.stem}: core stated {stated['core']}, estimated {totals['core']}; "
         f"optional stated {stated['optional']}, estimated {totals['optional']}"
+        + _quiz_note(path.stem)
     )
     return totals["core"], totals["optional"]
+
+
+def _quiz_note(chapter: str) -> str:
+    from course_lib import quiz
+
+    if chapter not in quiz.quiz_names():
+        return ""
+    return f"; the quiz (optional) {quiz_minutes(chapter)}"
 
 
 def main(argv: list[str]) -> int:

@@ -13,7 +13,9 @@ gets one from :func:`slide_type`, so a chapter needs no slide markup to be prese
   sub-slide (reveal.js's vertical slides), and any other markdown cell after a code cell a
   sub-slide (one idea per slide);
 * code cells and the prose right after a heading stay on the current slide;
-* solutions, the ``{solution-start}``/``{solution-end}`` markers and the appendix
+* solutions, the ``{solution-start}``/``{solution-end}`` markers, the quiz (its ``## Quiz``
+  cell and the code cell that shows it: a stored widget would not respond in a deck; learners
+  take it in the notebook or on its website page) and the appendix
   (``## How this chapter is tested``) are skipped.
 
 The MyST markup the website renders (citations, exercise directives) is written as plain
@@ -38,6 +40,7 @@ NOTEBOOKS = ROOT / "notebooks"
 BIB = ROOT / "book" / "references.bib"
 TEMPLATE_DIR = Path(__file__).resolve().parent / "slides_template"
 APPENDIX = "## How this chapter is tested"
+QUIZ = "## Quiz"
 SKIP_TAGS = {"solution", "remove-cell", "slides-skip"}
 SLIDE_TYPES = {"slide", "subslide", "fragment", "-", "skip", "notes"}
 
@@ -68,10 +71,19 @@ def slide_type(cell: dict, previous: dict | None, in_appendix: bool) -> str:
     ('-', '-')
     >>> slide_type(md("```{solution-end}\\n```"), code, False), slide_type(md("x"), code, True)
     ('skip', 'skip')
+    >>> quiz = {"cell_type": "code", "source": 'quiz.show("02_softmax")', "metadata": {}}
+    >>> slide_type(md("## Quiz (optional, 21 min)"), code, False), slide_type(quiz, None, False)
+    ('skip', 'skip')
     """
+    from course_lib.quiz import quiz_called_in
+
     source = cell["source"] if isinstance(cell["source"], str) else "".join(cell["source"])
     tags = set(cell.get("metadata", {}).get("tags", []))
     if in_appendix or tags & SKIP_TAGS:
+        return "skip"
+    if cell["cell_type"] == "markdown" and source.lstrip().startswith(QUIZ):
+        return "skip"
+    if cell["cell_type"] == "code" and quiz_called_in(source):
         return "skip"
     if cell["cell_type"] == "markdown":
         if re.match(r"\s*(`{3,}|:{3,})\{solution-(start|end)\}", source):
