@@ -361,7 +361,25 @@ def cmd_test(args: list[str]) -> None:
         args = [*first, *args]
     run([venv_python(), "-m", "ruff", "check", "."])
     run([venv_python(), "-m", "ruff", "format", "--check", "."])
-    module("pytest -n auto --dist loadscope", args)
+    workers = "auto" if "--quick" in args else str(full_tier_workers())
+    if any(a in ("-n", "--numprocesses") or a.startswith(("-n", "--numprocesses=")) for a in args):
+        workers = ""  # the caller's choice
+    module(f"pytest {'-n ' + workers + ' ' if workers else ''}--dist loadscope", args)
+
+
+def full_tier_workers(cores: int | None = None) -> int:
+    """pytest-xdist workers for the full tier: one more than the cores, up to 8 cores.
+
+    Much of the full tier waits (on the browser, JupyterLab, kernels starting, subprocesses,
+    pip): with one worker per core, 2 cores were 61% busy (1,551 s of CPU in 1,273 s of wall
+    time, benchmarks/test_timings.md); a third worker fills the gaps. The quick tier computes
+    all the time: one worker per core (``-n auto``).
+
+    >>> full_tier_workers(2), full_tier_workers(8), full_tier_workers(16)
+    (3, 9, 16)
+    """
+    cores = cores or os.cpu_count() or 1
+    return cores + 1 if cores <= 8 else cores
 
 
 def cmd_lab(args: list[str]) -> None:
