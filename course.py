@@ -370,10 +370,10 @@ def cmd_test(args: list[str]) -> None:
 def full_tier_workers(cores: int | None = None) -> int:
     """pytest-xdist workers for the full tier: one more than the cores, up to 8 cores.
 
-    Much of the full tier waits (on the browser, JupyterLab, kernels starting, subprocesses,
-    pip): with one worker per core, 2 cores were 61% busy (1,551 s of CPU in 1,273 s of wall
-    time, benchmarks/test_timings.md); a third worker fills the gaps. The quick tier computes
-    all the time: one worker per core (``-n auto``).
+    Part of the full tier waits (on the browser, JupyterLab, kernels starting, subprocesses,
+    pip): on 2 cores a third worker took its pytest time from 1,157 s to 1,129 s
+    (benchmarks/test_timings.md). The quick tier computes all the time: one worker per core
+    (``-n auto``).
 
     >>> full_tier_workers(2), full_tier_workers(8), full_tier_workers(16)
     (3, 9, 16)
