@@ -26,7 +26,7 @@ import re
 import sys
 from pathlib import Path
 
-from tools.explorer_pages import WIDGET_VIEW, cells
+from tools.explorer_pages import widget_view_of_cell
 
 ROOT = Path(__file__).resolve().parent.parent
 HTML = ROOT / "book" / "_build" / "html"
@@ -99,20 +99,15 @@ def place(page: str, chapter: str, fragment: str) -> tuple[str, int]:
     if begin in page:  # placed by an earlier run: replace it
         i, j = page.index(begin), page.index(end) + len(end)
         return page[:i] + wrapped + page[j:], 0
-    found = [(s, e) for s, e, source in cells(page) if quiz_called_in(source) == chapter]
-    if len(found) != 1:
-        raise QuizPageError(
-            f"{chapter}: expected exactly one code cell showing its quiz "
-            f'(quiz.show("{chapter}")), found {len(found)}'
-        )
-    s, e = found[0]
-    views = list(WIDGET_VIEW.finditer(page, s, e))
-    if not views:
-        raise QuizPageError(
-            f"{chapter}: the quiz cell has no widget output; was the notebook executed with "
-            "its widget state stored?"
-        )
-    view = views[-1]
+    view = widget_view_of_cell(
+        page,
+        lambda source: quiz_called_in(source) == chapter,
+        f"{chapter}: expected exactly one code cell showing its quiz "
+        f'(quiz.show("{chapter}")), found {{found}}',
+        f"{chapter}: the quiz cell has no widget output; was the notebook executed with "
+        "its widget state stored?",
+        QuizPageError,
+    )
     model = json.loads(VIEW_JSON.fullmatch(view.group())[1])["model_id"]
     page = page[: view.start()] + wrapped + page[view.end() :]
     try:

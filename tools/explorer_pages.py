@@ -129,6 +129,21 @@ def marker(key: str) -> tuple[str, str]:
     return f"<!-- course-explorer:{key} -->", f"<!-- /course-explorer:{key} -->"
 
 
+def widget_view_of_cell(page: str, shows, too_many: str, none: str, error=None) -> re.Match:
+    """The last widget view of the one code cell of ``page`` whose source ``shows(source)``
+    accepts; raises ``error`` (default :class:`ExplorerPageError`) with ``too_many`` (which
+    may hold ``{found}``, the number of cells found) or ``none`` (the cell has no widget)."""
+    error = error or ExplorerPageError
+    found = [(s, e) for s, e, source in cells(page) if shows(source)]
+    if len(found) != 1:
+        raise error(too_many.format(found=len(found)))
+    s, e = found[0]
+    views = list(WIDGET_VIEW.finditer(page, s, e))
+    if not views:
+        raise error(none)
+    return views[-1]
+
+
 def place(page: str, chapter: str, call: str, key: str, fragment: str) -> str:
     """``page`` with the explorer ``fragment`` in place of the widget view of the cell that
     makes ``call``; raises :class:`ExplorerPageError` naming ``chapter`` if it cannot."""
@@ -137,20 +152,14 @@ def place(page: str, chapter: str, call: str, key: str, fragment: str) -> str:
     if begin in page:  # placed by an earlier run: replace it
         i, j = page.index(begin), page.index(end) + len(end)
         return page[:i] + wrapped + page[j:]
-    found = [(s, e) for s, e, source in cells(page) if calls_in(source, call)]
-    if len(found) != 1:
-        raise ExplorerPageError(
-            f"{chapter}: expected exactly one code cell calling {call!r}, found {len(found)}; "
-            f"update CALL in its explorer module ({chapter} renamed, or its call changed?)"
-        )
-    s, e = found[0]
-    views = list(WIDGET_VIEW.finditer(page, s, e))
-    if not views:
-        raise ExplorerPageError(
-            f"{chapter}: the cell calling {call!r} has no widget output; was the notebook "
-            "executed with its widget state stored?"
-        )
-    view = views[-1]
+    view = widget_view_of_cell(
+        page,
+        lambda source: calls_in(source, call),
+        f"{chapter}: expected exactly one code cell calling {call!r}, found {{found}}; "
+        f"update CALL in its explorer module ({chapter} renamed, or its call changed?)",
+        f"{chapter}: the cell calling {call!r} has no widget output; was the notebook "
+        "executed with its widget state stored?",
+    )
     return page[: view.start()] + wrapped + page[view.end() :]
 
 
