@@ -333,7 +333,7 @@ def show(chapter: str):
     A choice question lists its options under the prompt, lettered, with their math typeset
     (a radio button's label would show ``$X$`` as typed), and the learner picks a letter.
     Every question's widgets share one layout and one style per kind, so that a notebook that
-    stores the quiz (the last cell of every chapter) stores about 80 widget models, not 200.
+    stores the quiz (the lesson's last code cell of every chapter) stores about 80 widget models, not 200.
     Its text form is ``Quiz('02_softmax')``: what nbval compares does not change with the
     wording of a question.
     """

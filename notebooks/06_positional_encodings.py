@@ -1160,7 +1160,7 @@ print("first offset in bucket 31:", n[t5_bucket(n) == 31][0], "and every offset 
 # %% [markdown]
 # ## Quiz (optional, 21 min)
 #
-# Test yourself on this chapter's core sections: multiple choice and numeric questions, each
+# Test yourself on this chapter's sections: multiple choice and numeric questions, each
 # naming the section it tests. Choose or type an answer and check it: the quiz says whether it
 # is right and why, for the wrong options too. The cell below needs nothing from the cells
 # above it, so it also runs on its own when you come back to the chapter.

@@ -877,7 +877,7 @@ plt.show()
 # %% [markdown]
 # ## Quiz (optional, 18 min)
 #
-# Test yourself on this chapter's core sections: multiple choice and numeric questions, each
+# Test yourself on this chapter's sections: multiple choice and numeric questions, each
 # naming the section it tests. Choose or type an answer and check it: the quiz says whether it
 # is right and why, for the wrong options too. The cell below needs nothing from the cells
 # above it, so it also runs on its own when you come back to the chapter.

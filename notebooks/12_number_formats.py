@@ -1050,7 +1050,7 @@ print(f"stochastic, 32 runs: mean {runs.mean():.1f}, from {runs.min():.2f} to {r
 # %% [markdown]
 # ## Quiz (optional, 22 min)
 #
-# Test yourself on this chapter's core sections: multiple choice and numeric questions, each
+# Test yourself on this chapter's sections: multiple choice and numeric questions, each
 # naming the section it tests. Choose or type an answer and check it: the quiz says whether it
 # is right and why, for the wrong options too. The cell below needs nothing from the cells
 # above it, so it also runs on its own when you come back to the chapter.

@@ -824,7 +824,7 @@ for n in (1, 4, 16, 50):
 # %% [markdown]
 # ## Quiz (optional, 19 min)
 #
-# Test yourself on this chapter's core sections: multiple choice and numeric questions, each
+# Test yourself on this chapter's sections: multiple choice and numeric questions, each
 # naming the section it tests. Choose or type an answer and check it: the quiz says whether it
 # is right and why, for the wrong options too. The cell below needs nothing from the cells
 # above it, so it also runs on its own when you come back to the chapter.

@@ -391,6 +391,8 @@ def test_checkers_accept_solutions_and_name_mistakes():
     no_order = lambda s, e, max_tokens=8: (int(np.argmax(s)), int(np.argmax(e)))  # noqa: E731
     outcome = check.best_span(no_order)
     assert not outcome and "separately" in str(outcome)
+    outside = check.best_span(lambda s, e, max_tokens=8: (-1, 0))  # no wrap-around to the end
+    assert not outside and "positions must lie in 0.." in str(outside)
     from course_lib.bert.masking import corrupt
 
     assert check.corrupt(lambda t, u, r, m, s: corrupt(t, u, r, mask_id=m, special_ids=s))

@@ -324,6 +324,12 @@ def test_jacobian_matches_autograd(dtype):
     torch.testing.assert_close(J.sum(-1), torch.zeros(3, 5, dtype=dtype))  # rows sum to 0
 
 
+def test_a_zero_jacobian_is_not_called_the_logits_mistake():
+    """At x = 0, diag(x) - x x^T is 0 too: a placeholder of zeros is not told it used x."""
+    outcome = check.softmax_jacobian(lambda x: np.zeros((len(x), len(x))))
+    assert not outcome and "logits" not in str(outcome)
+
+
 def test_jacobian_axis_and_hand_value():
     x = np.array([[0.0, 1.0], [0.0, 1.0], [0.0, 1.0]])  # softmax along axis 0 is uniform
     J = ref.softmax_jacobian(x, axis=0)  # (2, 3, 3): one Jacobian per column

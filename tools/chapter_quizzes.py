@@ -127,6 +127,9 @@ def add_quizzes(
 
     titles = chapter_titles()
     report = {}
+    unknown = sorted(set(chapters or []) - set(quiz.quiz_names()))
+    if unknown:
+        raise QuizPageError(f"{unknown}: no such quiz; quizzes exist for {quiz.quiz_names()}")
     for chapter in chapters or quiz.quiz_names():
         path = html_dir / "notebooks" / f"{chapter}.html"
         if not path.is_file():

@@ -65,6 +65,8 @@ def best_span(fn: Callable, *, require: bool = False) -> Outcome:
             i, j = (int(v) for v in got)
         except (TypeError, ValueError):
             return f"return a pair of positions (i, j), got {got!r}"
+        if not (0 <= i < len(s) and 0 <= j < len(s)):
+            return f"positions must lie in 0..{len(s) - 1}, got ({i}, {j})"
         best = s[want[0]] + e[want[1]]
         if 0 <= i <= j < min(i + m, len(s)) and s[i] + e[j] >= best - 1e-9 * (1 + abs(best)):
             return None  # the best span, or one tied with it
