@@ -203,9 +203,9 @@ def _row(part, implementation, size, *, seconds=None, ratio=None, chunk=None, ex
 
 
 def run(quick: bool = False) -> list[dict]:
-    n_speed, rounds = (1024, 5) if quick else (4096, 30)
-    n_mem = 10**6 if quick else 10**7
-    chunks = [2**12, 2**16] if quick else [2**10, 2**12, 2**14, 2**16, 2**18]
+    n_speed, rounds = (512, 3) if quick else (4096, 30)
+    n_mem = 2 * 10**5 if quick else 10**7
+    chunks = [2**10, 2**14] if quick else [2**10, 2**12, 2**14, 2**16, 2**18]
     return speed_rows(n_speed, rounds) + memory_rows(n_mem, chunks)
 
 

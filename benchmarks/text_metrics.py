@@ -55,7 +55,7 @@ def _row(metric: str, n: int, best: dict, theirs_score: float, ours_score: float
 
 
 def run(quick: bool = False) -> list[dict]:
-    n = 1000 if quick else 10_000
+    n = 200 if quick else 10_000
     repeats = 1 if quick else 5
     candidates, references = synthetic_corpus(n, 4, seed=0)
     streams = [list(s) for s in zip(*references, strict=True)]  # sacrebleu's layout

@@ -7,8 +7,8 @@ The build runs once per test run (``python -m tools.build_book --clean``; the ``
 of tests/conftest.py, shared with the slide decks' test). The browser tests serve
 ``book/_build`` from 127.0.0.1 and open the site under the sub-path ``/html/``, so
 page-relative asset paths are exercised; one chapter is also opened from ``file://``.
-Screenshots go to ``tests/artifacts/<page>.png``: the first screen, and the whole page for a
-failure and for FULL_SHOTS.
+Screenshots: ``tests/artifacts/<page>.png``, the whole page, for a page that fails its check;
+``tests/artifacts/a11y/<page>-<theme>.png`` for the pages of FULL_SHOTS, in both themes.
 """
 
 from __future__ import annotations
@@ -280,8 +280,8 @@ def check_title(pg, page: str) -> None:
 
 def check_page(visit: Visit, page: str, shot: str) -> None:
     """Math typeset, figures shown, widgets rendered, no errors, nothing fetched off-host.
-    Screenshot: the first screen; the whole page where a check failed or for FULL_SHOTS (a
-    whole chapter is some 30,000 pixels tall: seconds of rasterising per page)."""
+    Screenshot: the whole page where a check failed (a passing page's would cost a second or
+    more each: a chapter is some 30,000 pixels tall; FULL_SHOTS are taken by the audit)."""
     pg = visit.page
     failed = True
     try:
@@ -359,9 +359,9 @@ def check_page(visit: Visit, page: str, shot: str) -> None:
         pg.wait_for_load_state("networkidle", timeout=30_000)
         failed = False
     finally:
-        ARTIFACTS.mkdir(exist_ok=True)
-        whole = failed or page in FULL_SHOTS
-        pg.screenshot(path=str(ARTIFACTS / f"{shot}.png"), full_page=whole)
+        if failed:  # a passing page's pictures: FULL_SHOTS, taken by the audit in both themes
+            ARTIFACTS.mkdir(exist_ok=True)
+            pg.screenshot(path=str(ARTIFACTS / f"{shot}.png"), full_page=True)
     visit.check(page)
 
 
@@ -417,6 +417,35 @@ def test_the_test_browser_reaches_no_other_host(browser, tmp_path: Path) -> None
 
 
 @pytest.mark.browser
+def test_the_audit_leaves_out_only_code_blocks_whose_colours_it_has_seen(
+    browser, tmp_path: Path, axe_js: Path
+) -> None:
+    """JS_MARK_REPEATED_CODE: a block that repeats the token classes of one before it, in the
+    same kind of box, is left out; a block with a class of its own, or in another box, is
+    audited, and its low-contrast token is reported."""
+    code = '<div class="highlight"><pre>{}</pre></div>'
+    k = '<span class="k">def</span> '
+    (tmp_path / "page.html").write_text(
+        "<html lang='en'><head><title>t</title><style>.k{color:#000}.pale{color:#ddd}</style>"
+        "</head><body><main>"
+        + code.format(k + "first")  # audited: the first
+        + code.format(k + "again")  # left out: the same class in the same box
+        + code.format(k + '<span class="pale">pale</span>')  # audited: a class of its own
+        + f'<div class="admonition">{code.format(k + "boxed")}</div>'  # another box
+        + "</main></body></html>",
+        encoding="utf-8",
+    )
+    with serve(tmp_path) as base, Visit(browser, base + "page.html") as visit:
+        bad = failing(axe_violations(visit.page, axe_js, THEMED))
+        left = visit.page.evaluate(
+            "() => [...document.querySelectorAll('div.highlight')]"
+            ".map(b => b.hasAttribute('data-course-a11y-same'))"
+        )
+    assert left == [False, True, False, False]
+    assert len(bad) == 1 and "pale" in bad[0], bad
+
+
+@pytest.mark.browser
 def test_chapter_from_file_url(browser, site: Path) -> None:
     """The site also works opened from disk (book/_build/html/index.html)."""
     pages = notebook_pages()
@@ -430,18 +459,28 @@ def test_chapter_from_file_url(browser, site: Path) -> None:
 # -- the whole course as one PDF (tools/pdf.py) ------------------------------------------------
 
 
+@pytest.fixture(scope="module")
+def course_pdf(site: Path):
+    """course.pdf read once for its two tests (same module: the same worker): every glyph
+    placed, and each page's text (tools/pdf_check.py)."""
+    from tools.pdf_check import check
+
+    return check(site / "course.pdf")
+
+
 @pytest.mark.book
-def test_the_course_as_one_pdf(site: Path) -> None:
+def test_the_course_as_one_pdf(site: Path, course_pdf) -> None:
     """course.pdf: the book's pages in order, math typeset, every figure present, no solution."""
+    import unicodedata
+
     from pypdf import PdfReader
 
     from tools.pdf import pages_in_order
 
     reader = PdfReader(site / "course.pdf")
-    import unicodedata
-
     # NFKC undoes the typesetter's ligatures ("ﬁ" -> "fi")
-    texts = [unicodedata.normalize("NFKC", page.extract_text() or "") for page in reader.pages]
+    texts = [unicodedata.normalize("NFKC", text) for text in course_pdf.texts]
+    assert len(texts) == len(reader.pages)
     outline = [item.title for item in reader.outline]
     assert len(outline) == len(pages_in_order()), outline
     starts, at = [], 0
@@ -462,6 +501,8 @@ def test_the_course_as_one_pdf(site: Path) -> None:
     # solutions are folded on the site, so the print leaves them out (chapter 1's first one)
     assert "Exercise 1.1" in whole or "The product from outer products" in whole
     assert "out += np.outer(X[:, l], Y[l, :])" not in whole
+    # ... which the text would show: a line of chapter 1's code that is printed, there whole
+    assert "row = sum(X[i, l] * Y[l, :] for l in range(X.shape[1]))" in whole
     figures = 0
     for path in sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")):
         for cell in json.loads(path.read_text())["cells"]:
@@ -473,13 +514,11 @@ def test_the_course_as_one_pdf(site: Path) -> None:
 
 
 @pytest.mark.book
-def test_the_pdf_loses_nothing(site: Path) -> None:
+def test_the_pdf_loses_nothing(course_pdf) -> None:
     """No text clipped by the page or by a box (a code line cut at the right edge), and no
     glyph its fonts lack (a checker's verdict mark printed as an empty box): every glyph of
     course.pdf placed by tools/pdf_check.py."""
-    from tools.pdf_check import check
-
-    problems = check(site / "course.pdf")
+    problems = course_pdf
     assert problems.glyphs > 100_000, problems.summary()  # the whole course was read
     assert not problems.clipped and not problems.missing, problems.summary()
 
@@ -539,6 +578,44 @@ def test_the_pdf_check_finds_clipped_text_and_missing_glyphs(tmp_path: Path) -> 
     assert [(g.page, g.char) for g in problems.missing] == [(1, "\u2705")]
     assert len(problems.clipped) == 2 + 2  # the edge cuts two of three, the box two of four
     assert "U+2705" in problems.summary() and "clipped" in problems.summary()
+    assert problems.texts == ["AA\nAAA\nAAAA\n\u2705"]  # a line each: four baselines
+
+
+def test_the_pdf_checks_reader_reads_streams_as_pypdf_does() -> None:
+    """tools/pdf_check.operations, the fast reader of content streams, gives pypdf's
+    operations: literal strings with escapes, nested and continued; hex strings with spaces;
+    arrays; a marked-content dictionary; names with # escapes; comments; and where it cannot
+    read a stream (an inline image) it says so, for pypdf to read it."""
+    from pypdf.generic import ContentStream, DecodedStreamObject
+
+    from tools import pdf_check
+
+    data = (
+        b"% a comment\n/P <</MCID 3 /Alt (a \\(b\\) c)>> BDC .5 -1 +2. 0 0 1 cm\n"
+        b"BT /F#31 9.5 Tf [(A\\101\\n) -250 <00 4 1> 12] TJ (x(y)z\\\nw) Tj\n"
+        b"1 0 0 -1 3 4 Tm (a) ' 1 2 (b) \" ET EMC q [1 2] 0 d Q"
+    )
+    stream = DecodedStreamObject()
+    stream.set_data(data)
+
+    def plain(value):
+        if hasattr(value, "original_bytes"):
+            return bytes(value.original_bytes)
+        if isinstance(value, dict):
+            return [plain(v) for item in value.items() for v in item]
+        if isinstance(value, list | tuple):
+            return [plain(v) for v in value]
+        if isinstance(value, bytes):
+            return bytes(value)
+        return float(value) if isinstance(value, int | float) else str(value)
+
+    ours = [(plain(args), op) for args, op in pdf_check.operations(data)]
+    theirs = [(plain(args), op.decode()) for args, op in ContentStream(stream, None).operations]
+    assert ours == theirs
+    assert ours[4] == ([[b"A" + b"A\n", -250.0, b"\x00\x41", 12.0]], "TJ")
+    assert ours[5] == ([b"x(y)zw"], "Tj")
+    with pytest.raises(pdf_check._NotParsed, match="inline image"):
+        pdf_check.operations(b"q BI /W 1 /H 1 ID \x00 EI Q")
 
 
 # -- accessibility: axe-core on every page, in the light and the dark theme -------------------
@@ -625,13 +702,43 @@ def answer_quiz(pg) -> None:
 FULL_SHOTS = {"notebooks/02_softmax", "notebooks/04_attention", "book/quizzes/04_attention"}
 
 
+#: Marks each code block whose colours another block on the page already shows: every token
+#: class it draws, in the same kind of box (the cell input, an output, an admonition ...), is in
+#: a block audited before it. A token's contrast is its class's colour on its box's background,
+#: both from the theme's style sheet, so such a block can fail only where that block fails; the
+#: audit leaves it out (a chapter's 90 code blocks are some 6,000 spans: a third of its audit).
+JS_MARK_REPEATED_CODE = """() => {
+  const seen = new Set();
+  let left = 0;
+  for (const block of document.querySelectorAll('div.highlight')) {
+    const box = block.parentElement.closest(
+      '.admonition, .cell_output, .cell_input, details, aside, table, .course-explorer');
+    const where = (box ? box.className : 'page') + ' | ' + block.parentElement.className
+      + ' | ' + block.className;
+    const keys = [where, ...[...block.querySelectorAll('[class]')].map(s => where + ' ' + s.className)];
+    if (keys.every(k => seen.has(k))) {
+      block.setAttribute('data-course-a11y-same', '');
+      left += 1;
+    } else {
+      keys.forEach(k => seen.add(k));
+    }
+  }
+  return left;
+}"""
+
+
 def axe_violations(pg, axe_js: Path, rules: tuple[str, ...] = tuple(FAILING)) -> list[dict]:
     """The page's violations of ``rules`` (those of FAILING unless told; axe-core runs only
-    those: the full set of best practices would triple the time of an audit)."""
+    those: the full set of best practices would triple the time of an audit), code blocks that
+    repeat another's colours left out (JS_MARK_REPEATED_CODE), and MathJax's output: it draws
+    its characters from style sheets, with no text node, so axe checks none of them (a chapter's
+    5,000 elements of math: a tenth of its audit)."""
     if not pg.evaluate("() => !!window.axe"):
         pg.add_script_tag(path=str(axe_js))  # inlined by Playwright: no request
+    pg.evaluate(JS_MARK_REPEATED_CODE)
     return pg.evaluate(
-        """async (rules) => (await axe.run(document, {resultTypes: ['violations'],
+        """async (rules) => (await axe.run({exclude: [['[data-course-a11y-same]'], ['mjx-container']]},
+                                           {resultTypes: ['violations'],
                                             runOnly: {type: 'rule', values: rules}})).violations
         .map(v => ({id: v.id, impact: v.impact, help: v.help,
                     nodes: v.nodes.map(n => ({target: n.target.join(' '),
@@ -656,12 +763,16 @@ def failing(violations: list[dict]) -> list[str]:
 def switch_theme(pg, theme: str) -> None:
     """Switch the open page to ``theme`` as the theme's toggle does (its data-theme)."""
     pg.add_style_tag(content="*, *::before, *::after { transition: none !important; }")
+    before = pg.evaluate("() => getComputedStyle(document.body).backgroundColor")
     pg.evaluate(
         f"() => {{ localStorage.setItem('mode', '{theme}'); "
         f"document.documentElement.dataset.theme = '{theme}'; "
         f"document.documentElement.dataset.mode = '{theme}'; }}"
     )
-    pg.wait_for_timeout(300)  # the new styles applied (no transition: colours are final)
+    # no transition: the page's colours are final once its background has changed
+    pg.wait_for_function(
+        "(b) => getComputedStyle(document.body).backgroundColor !== b", arg=before, timeout=10_000
+    )
 
 
 def _images_drawn(resources) -> int:

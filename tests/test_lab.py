@@ -12,8 +12,8 @@ kernel it opened with, and asserts: no error output, every widget rendered, one 
 widget moved and its output changed, no console error, no request outside 127.0.0.1. The cells after the last widget (exercises, the quiz, the testing appendix) are
 not run here, except the quiz of ``QUIZ_LAB_CHAPTER`` (tests/browser.py), which is answered: nbval runs every cell of every chapter and compares their outputs; this test
 checks what only a browser can see. The chapters of ``RENDER_ONLY`` are rendered and checked
-without running their code (the budget of ./course test; ``COURSE_LAB_ALL=1`` runs them). Screenshots go to ``tests/artifacts/lab-<chapter>.png``
-(rendering) and ``lab-<chapter>-widgets.png`` (after the run).
+without running their code (the budget of ./course test; ``COURSE_LAB_ALL=1`` runs them). A screenshot of each chapter goes to ``tests/artifacts/lab-<chapter>.png``
+(as the test left it: after the run, or rendered).
 """
 
 from __future__ import annotations
@@ -272,13 +272,12 @@ def test_chapter_in_jupyterlab(lab: LabServer, browser, chapter: str) -> None:
     pg = visit.page
     try:
         check_myst(pg, chapter, nb, expected)
-        pg.screenshot(path=str(ARTIFACTS / f"lab-{chapter}.png"))
         if runs_widgets(chapter):
             run_widgets(visit, chapter, run_nb, widget_views(nb))
             if chapter == QUIZ_LAB_CHAPTER:
                 check_quiz(pg, chapter)
     finally:
-        pg.screenshot(path=str(ARTIFACTS / f"lab-{chapter}-widgets.png"))
+        pg.screenshot(path=str(ARTIFACTS / f"lab-{chapter}.png"))
         visit.close()
         lab.shutdown_kernels()  # one chapter's kernel at a time
     visit.check(chapter)

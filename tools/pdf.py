@@ -168,11 +168,18 @@ ADD_PRINT_STYLES = """async ([css, fontSheets]) => {
   return true;
 }"""
 
+#: Math typeset, and every stored widget view drawn by the widgets' embed script (each view
+#: gets a .widget-subarea; at most 20 s); returns the number of TeX errors.
 WAIT_FOR_PAGE = """async () => {
   if (window.MathJax && MathJax.startup && MathJax.startup.promise) {
     await MathJax.startup.promise;
   }
-  await new Promise(r => setTimeout(r, 300));  // widgets' embed script renders their state
+  const views = document.querySelectorAll(
+    'script[type="application/vnd.jupyter.widget-view+json"]').length;
+  const until = performance.now() + 20000;
+  while (document.querySelectorAll('.widget-subarea').length < views && performance.now() < until) {
+    await new Promise(r => setTimeout(r, 50));
+  }
   return document.querySelectorAll('mjx-merror').length;
 }"""
 

@@ -47,6 +47,8 @@ class Problems:
     glyphs: int = 0
     #: the text around each clipped run, per page: what a reader would miss
     context: dict[int, list[str]] = field(default_factory=dict)
+    #: each page's text, its glyphs in the order drawn, a line break where the baseline moves
+    texts: list[str] = field(default_factory=list)
 
     def summary(self) -> str:
         lines = [f"{self.pages} pages, {self.glyphs} glyphs"]
@@ -202,6 +204,134 @@ class Font:
         )
 
 
+# -- content streams --------------------------------------------------------------------------
+
+#: One token of a content stream, after white space: a number, a name, a hex string, the start
+#: or end of an array or a dictionary, the start of a literal string, a comment, or an operator.
+_TOKEN = re.compile(
+    rb"""[ \t\r\n\f\x00]*(?:
+      (?P<num>[+-]?(?:\d+(?:\.\d*)?|\.\d+))(?=[ \t\r\n\f\x00\[\]()<>{}/%]|$)
+    | (?P<name>/[^ \t\r\n\f\x00\[\]()<>{}/%]*)
+    | (?P<hex><(?!<)[0-9A-Fa-f \t\r\n\f\x00]*>)
+    | (?P<open>\[|<<)
+    | (?P<close>\]|>>)
+    | (?P<lit>\()
+    | (?P<comment>%[^\r\n]*)
+    | (?P<op>[^ \t\r\n\f\x00\[\]()<>{}/%]+)
+    )""",
+    re.X,
+)
+_ESCAPES = {ord("n"): 10, ord("r"): 13, ord("t"): 9, ord("b"): 8, ord("f"): 12}
+
+
+class _NotParsed(ValueError):
+    """A stream the fast reader leaves to pypdf (an inline image, or a token it does not know)."""
+
+
+def _literal(data: bytes, pos: int) -> tuple[bytes, int]:
+    """The literal string whose "(" ends at ``pos``: its bytes, and where it ends."""
+    out = bytearray()
+    depth = 1
+    n = len(data)
+    while pos < n:
+        c = data[pos]
+        pos += 1
+        if c == 0x5C:  # backslash
+            if pos >= n:
+                break
+            e = data[pos]
+            pos += 1
+            if e in _ESCAPES:
+                out.append(_ESCAPES[e])
+            elif 0x30 <= e <= 0x37:  # up to three octal digits
+                digits = bytes([e])
+                while len(digits) < 3 and pos < n and 0x30 <= data[pos] <= 0x37:
+                    digits += bytes([data[pos]])
+                    pos += 1
+                out.append(int(digits, 8) & 0xFF)
+            elif e == 0x0D:  # a line continued
+                if pos < n and data[pos] == 0x0A:
+                    pos += 1
+            elif e != 0x0A:
+                out.append(e)
+        elif c == 0x28:
+            depth += 1
+            out.append(c)
+        elif c == 0x29:
+            depth -= 1
+            if depth == 0:
+                return bytes(out), pos
+            out.append(c)
+        else:
+            out.append(c)
+    raise _NotParsed("a literal string without its end")
+
+
+def operations(data: bytes) -> list[tuple[list, str]]:
+    """A content stream's operations, ``(operands, operator)``, as pypdf's ``ContentStream``
+    gives them, but read with one regular expression (pypdf reads byte by byte: two thirds of
+    the check's time). Numbers are floats, names and operators str, strings bytes, arrays
+    lists, dictionaries lists of their keys and values. Raises :class:`_NotParsed` where a
+    stream has what it does not read (an inline image)."""
+    ops: list[tuple[list, str]] = []
+    operands: list = []
+    nested: list[list] = []
+    pos, n = 0, len(data)
+    while pos < n:
+        m = _TOKEN.match(data, pos)
+        if m is None:
+            if data[pos:].strip(b" \t\r\n\f\x00"):
+                raise _NotParsed(f"no token at byte {pos}: {data[pos : pos + 20]!r}")
+            break
+        pos = m.end()
+        kind = m.lastgroup
+        if kind == "num":
+            value = float(m.group(kind))
+        elif kind == "name":
+            raw = re.sub(rb"#([0-9A-Fa-f]{2})", lambda h: bytes([int(h[1], 16)]), m.group(kind))
+            value = raw.decode("latin-1")
+        elif kind == "hex":
+            digits = re.sub(rb"[ \t\r\n\f\x00]", b"", m.group(kind)[1:-1])
+            value = bytes.fromhex((digits + b"0" * (len(digits) % 2)).decode())
+        elif kind == "lit":
+            value, pos = _literal(data, pos)
+        elif kind == "open":
+            nested.append([])
+            continue
+        elif kind == "close":
+            if not nested:
+                raise _NotParsed(f"{m.group(kind)!r} without its start at byte {pos}")
+            value = nested.pop()
+        elif kind == "comment":
+            continue
+        else:
+            word = m.group(kind).decode("latin-1")
+            if word in ("true", "false", "null"):
+                value = {"true": True, "false": False, "null": None}[word]
+            elif nested:
+                raise _NotParsed(f"operator {word!r} inside an array or dictionary")
+            elif word == "BI":
+                raise _NotParsed("an inline image")
+            else:
+                ops.append((operands, word))
+                operands = []
+                continue
+        (nested[-1] if nested else operands).append(value)
+    if nested:
+        raise _NotParsed("an array or dictionary without its end")
+    return ops
+
+
+def _operations(stream, reader) -> list[tuple[list, object]]:
+    """The stream's operations: :func:`operations`, or pypdf's where that cannot read it."""
+    from pypdf.generic import ContentStream
+
+    try:
+        return operations(stream.get_data())
+    except _NotParsed:
+        return ContentStream(stream, reader).operations
+
+
 # -- the interpreter --------------------------------------------------------------------------
 
 
@@ -248,8 +378,6 @@ class _State:
 
 
 def _run(ops, resources, state: _State, page_no, media, out: Problems, fonts, run_text, reader):
-    from pypdf.generic import ContentStream
-
     stack: list[_State] = []
     path_pts: list[tuple[float, float]] = []
     pending_clip = False
@@ -276,16 +404,16 @@ def _run(ops, resources, state: _State, page_no, media, out: Problems, fonts, ru
             out.glyphs += 1
             glyph = Glyph(page_no, char, cx, cy)
             if font.two_bytes and font.gid(code) == 0:
-                glyph.before = "".join(c for _, c in run_text[-30:])
+                glyph.before = "".join(g[1] for g in run_text[-30:])
                 out.missing.append(glyph)
             visible = _is_text(char) and not (font.subtype == "/Type3" and char in STRETCHY)
-            if visible and (
+            clipped = visible and (
                 not _inside(media, cx, cy) or (state.clip and not _inside(state.clip, cx, cy))
-            ):
+            )
+            if clipped:
                 out.clipped.append(glyph)
-                run_text.append((True, char))
-            else:
-                run_text.append((False, char))
+            left, right = _apply(trm, 0, 0.35)[0], _apply(trm, w0, 0.35)[0]
+            run_text.append((bool(clipped), char, cy, abs(trm[3]), left, right))
             tx = w0 * state.size + state.tc + (state.tw if code == 32 and not font.two_bytes else 0)
             tm = _mul((1, 0, 0, 1, tx * state.th, 0), tm)
 
@@ -369,15 +497,34 @@ def _run(ops, resources, state: _State, page_no, media, out: Problems, fonts, ru
             inner = _State(**state.__dict__)
             if "/Matrix" in xobj:
                 inner.ctm = _mul(tuple(map(_num, xobj["/Matrix"])), state.ctm)
-            content = ContentStream(xobj, reader)
+            ops = _operations(xobj, reader)
             res = xobj.get("/Resources", resources)
-            _run(content.operations, res, inner, page_no, media, out, fonts, run_text, reader)
+            _run(ops, res, inner, page_no, media, out, fonts, run_text, reader)
+
+
+def _page_text(run_text: list[tuple]) -> str:
+    """The page's glyphs' text in the order drawn: a line break wherever the glyphs' middle
+    height moves by more than half their size (a new line; a superscript's smaller shift
+    stays), and a space where a glyph starts a fifth of its size or more after the one before
+    on its line (a table's next cell, a word set apart) without a space drawn between."""
+    parts: list[str] = []
+    last = None
+    for _, char, y, size, left, right in run_text:
+        if last is not None:
+            y0, size0, right0 = last
+            if abs(y - y0) > 0.5 * max(size, size0, 1.0):
+                parts.append("\n")
+            elif left - right0 > 0.2 * max(size, 1.0) and parts[-1][-1:] not in ("", " "):
+                parts.append(" ")
+        parts.append(char)
+        last = (y, size, right)
+    return "".join(parts)
 
 
 def check(path: Path) -> Problems:
-    """Every glyph of every page of the PDF at ``path``, placed; the clipped and the missing."""
+    """Every glyph of every page of the PDF at ``path``, placed; the clipped and the missing;
+    and each page's text (``Problems.texts``)."""
     from pypdf import PdfReader
-    from pypdf.generic import ContentStream
 
     reader = PdfReader(path)
     out = Problems(pages=len(reader.pages))
@@ -385,11 +532,13 @@ def check(path: Path) -> Problems:
     for i, page in enumerate(reader.pages, start=1):
         contents = page.get_contents()
         if contents is None:
+            out.texts.append("")
             continue
         media = tuple(map(float, page.mediabox))
-        run_text: list[tuple[bool, str]] = []
-        ops = ContentStream(contents, reader).operations
+        run_text: list[tuple] = []  # clipped, text, y, size, left and right x: _page_text
+        ops = _operations(contents, reader)
         _run(ops, page.get("/Resources", {}), _State(), i, media, out, fonts, run_text, reader)
+        out.texts.append(_page_text(run_text))
         contexts = []
         j = 0
         while j < len(run_text):
@@ -397,8 +546,8 @@ def check(path: Path) -> Problems:
                 start = j
                 while j < len(run_text) and (run_text[j][0] or not run_text[j][1].strip()):
                     j += 1
-                before = "".join(c for _, c in run_text[max(0, start - 40) : start])
-                cut = "".join(c for _, c in run_text[start:j])
+                before = "".join(g[1] for g in run_text[max(0, start - 40) : start])
+                cut = "".join(g[1] for g in run_text[start:j])
                 contexts.append(f"{before[-40:]}[{cut[:60]}]")
             j += 1
         if contexts:
