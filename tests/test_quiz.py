@@ -316,6 +316,35 @@ def test_the_website_puts_a_quiz_that_responds_in_place_of_the_frozen_widget():
         cq.place(_built_page(quiz_output=False), "01_matmul", fragment)
 
 
+def test_the_quiz_tool_keeps_a_model_another_widget_uses_and_names_a_broken_page(capsys):
+    """drop_models drops the models only the quiz reaches, never one another view reaches
+    too (a layout shared with the explorer); a start marker without its end marker, or a
+    widget view that is not JSON, is an error naming the chapter, not a traceback; the
+    command line says so on standard error."""
+    import json
+
+    from tools import chapter_quizzes as cq
+
+    page = _built_page()
+    state = json.loads(cq.WIDGET_STATE.search(page)[2])
+    state["state"]["c"]["state"]["layout"] = "IPY_MODEL_l"  # the quiz's child shares w's layout
+    page = cq.WIDGET_STATE.sub(lambda m: m[1] + json.dumps(state) + m[3], page)
+    fragment = quiz.chapter_html("01_matmul", "1. Matrix multiplication", "../q.html")
+    placed, dropped = cq.place(page, "01_matmul", fragment)
+    assert dropped == 3  # q, c and ql; l stays: w's view reaches it
+    assert sorted(json.loads(cq.WIDGET_STATE.search(placed)[2])["state"]) == ["l", "w"]
+
+    begin, end = cq.marker("01_matmul")
+    with pytest.raises(cq.QuizPageError, match="01_matmul: .*start marker.*not its end"):
+        cq.place(placed.replace(end, ""), "01_matmul", fragment)
+    broken = _built_page().replace('{"model_id": "q"', '{"model_id": q"', 1)
+    with pytest.raises(cq.QuizPageError, match="01_matmul: a widget view is not JSON"):
+        cq.place(broken, "01_matmul", fragment)
+    assert cq.main(["01_matmol"]) == 1
+    out, err = capsys.readouterr()
+    assert not out and "error: ['01_matmol']: no such quiz" in err
+
+
 def test_the_chapter_page_quiz_has_every_question_and_no_answer_key():
     """The chapter page's copy of the quiz: every question, graded by the page's script, a link
     to the quiz's own page, and no answer key (course.pdf prints it once, at the end); printed,

@@ -13,8 +13,9 @@ go from the page's stored widget state, which nothing else on the page uses. Pri
 chapter in course.pdf), the quiz is one line saying that it closes the book with its answers.
 
 It fails, naming the chapter, if a page is missing, if no cell or more than one cell shows
-the chapter's quiz, or if that cell has no widget output (the notebook was not executed with
-its widget state). Running it again replaces the quizzes it wrote before (between
+the chapter's quiz, if that cell has no widget output (the notebook was not executed with
+its widget state), if a widget view or the widget state is not the JSON it should be, or if
+a page has a start marker without its end marker. Running it again replaces the quizzes it wrote before (between
 ``<!-- course-quiz:NN_topic -->`` markers).
 """
 
@@ -67,6 +68,17 @@ def reachable(state: dict, roots: list[str]) -> set[str]:
     return seen
 
 
+def view_model(view_json: str) -> str:
+    """The model id of a widget view's JSON; a :class:`QuizPageError` naming what is wrong
+    where the JSON is broken or has no model id."""
+    try:
+        return json.loads(view_json)["model_id"]
+    except (json.JSONDecodeError, KeyError, TypeError) as err:
+        raise QuizPageError(
+            f"a widget view is not JSON with a model_id ({err!r}): {view_json[:80]!r}"
+        ) from err
+
+
 def drop_models(page: str, quiz_model: str) -> tuple[str, int]:
     """``page`` without the widget models only the quiz used (those the remaining widget views
     do not reach); returns the page and how many models went."""
@@ -78,7 +90,7 @@ def drop_models(page: str, quiz_model: str) -> tuple[str, int]:
     except json.JSONDecodeError as err:
         raise QuizPageError(f"the page's widget state is not JSON: {err}") from err
     state = data.get("state", {})
-    views = [json.loads(m.group(1))["model_id"] for m in re.finditer(VIEW_JSON, page)]
+    views = [view_model(m.group(1)) for m in re.finditer(VIEW_JSON, page)]
     keep = reachable(state, views)
     gone = reachable(state, [quiz_model]) - keep
     if not gone:
@@ -97,7 +109,13 @@ def place(page: str, chapter: str, fragment: str) -> tuple[str, int]:
     begin, end = marker(chapter)
     wrapped = f"{begin}\n{fragment}\n{end}"
     if begin in page:  # placed by an earlier run: replace it
-        i, j = page.index(begin), page.index(end) + len(end)
+        i = page.index(begin)
+        if end not in page[i:]:
+            raise QuizPageError(
+                f"{chapter}: the page has the quiz's start marker {begin} but not its end "
+                f"marker {end} after it; rebuild the website (./course book)"
+            )
+        j = page.index(end, i) + len(end)
         return page[:i] + wrapped + page[j:], 0
     view = widget_view_of_cell(
         page,
@@ -108,9 +126,9 @@ def place(page: str, chapter: str, fragment: str) -> tuple[str, int]:
         "its widget state stored?",
         QuizPageError,
     )
-    model = json.loads(VIEW_JSON.fullmatch(view.group())[1])["model_id"]
-    page = page[: view.start()] + wrapped + page[view.end() :]
     try:
+        model = view_model(VIEW_JSON.fullmatch(view.group())[1])
+        page = page[: view.start()] + wrapped + page[view.end() :]
         return drop_models(page, model)
     except QuizPageError as err:
         raise QuizPageError(f"{chapter}: {err}") from err
@@ -160,7 +178,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         add_quizzes(HTML, args.chapters or None, verbose=True)
     except QuizPageError as err:
-        print(f"error: {err}")
+        print(f"error: {err}", file=sys.stderr)
         return 1
     return 0
 

@@ -6,7 +6,7 @@ True
 >>> from course_lib.positions.as_printed import algorithm1_steps
 >>> printed = lambda A: algorithm1_steps(np.eye(len(A)), np.transpose(A), "as printed")["D"]
 >>> print(skew_step(printed).details[0])  # doctest: +ELLIPSIS
-on the 2 x 2 example of the chapter: wrong values: ... (that is the mask as printed in the notes, ...
+on the 2 x 2 example of the chapter: wrong values: ... (that is the mask as printed ...)
 """
 
 from __future__ import annotations
@@ -168,7 +168,8 @@ def rotary(fn: Callable, *, require: bool = False) -> Outcome:
 
 
 def _rotary_freqs(x: np.ndarray, p: np.ndarray, freqs: np.ndarray) -> np.ndarray:
-    """Interleaved rotary embedding with the given per-pair frequencies: wrong-frequency variants."""
+    """Interleaved rotary embedding with the given per-pair frequencies (for the variants with
+    wrong frequencies)."""
     angle = np.asarray(p, dtype=float)[:, None] * freqs  # (L, d/2)
     a, b = x[:, 0::2], x[:, 1::2]
     out = np.empty(x.shape)
@@ -342,7 +343,8 @@ def scheme_prediction(
             f"your prediction of {what}",
             False,
             [
-                f'write the scheme\'s name as a string, e.g. "learned"; got {type(prediction).__name__}'
+                'write the scheme\'s name as a string, e.g. "learned"; got '
+                f"{type(prediction).__name__}"
             ],
         )
     name = prediction.strip().lower()
