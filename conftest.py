@@ -2,7 +2,6 @@
 
 import importlib.util
 import os
-import re
 from pathlib import Path
 
 import matplotlib
@@ -253,21 +252,18 @@ def pytest_configure(config):
         torch.set_num_threads(max(1, (os.cpu_count() or 1) // int(workers)))
 
 
-#: The browser tests, in three work units that the workers share: "site" (the website build,
-#: the chapters' pages, the PDF), "pages" (the site's other pages and the slide decks: they wait
-#: for the build, then run beside the chapters' pages) and "lab" (one JupyterLab server: the
-#: chapters in Lab and RISE). Each unit starts its own Chromium; the website is built once per
-#: run (a lock).
+#: The browser tests, in two work units so that the two workers share them: "site" (the website
+#: build, its pages, the decks it made) and "lab" (one JupyterLab server: the chapters in Lab and
+#: RISE). Each unit starts its own Chromium; the website is built once per run (a lock).
 SITE_MODULES = ("tests/test_book.py", "tests/test_lab_slides.py")
 LAB_MODULES = ("tests/test_lab.py",)
 LAB_TESTS = ("tests/test_lab_slides.py::test_rise_slideshow_in_jupyterlab",)
-PAGE_TEST = "tests/test_book.py::test_page_in_browser"
 #: Modules whose tests are units of their own: each is minutes of one subprocess.
 ONE_UNIT_PER_TEST = ("tests/test_portability.py",)
 #: Units that take minutes, started first (longest first): xdist otherwise starts the units
 #: with the most tests first, and a unit of several minutes started last keeps one worker busy
 #: alone at the end. A prefix names every unit that starts with it.
-START_FIRST = ("site", "lab", "pages", "tests/test_portability.py::")
+START_FIRST = ("site", "lab", "tests/test_portability.py::")
 
 
 def work_unit(nodeid: str) -> str | None:
@@ -275,9 +271,6 @@ def work_unit(nodeid: str) -> str | None:
     module = nodeid.split("::")[0]
     if module in LAB_MODULES or nodeid.split("[")[0] in LAB_TESTS:
         return "lab"
-    page = nodeid[len(PAGE_TEST) + 1 :] if nodeid.startswith(PAGE_TEST + "[") else None
-    if module == "tests/test_lab_slides.py" or (page and not re.match(r"\d\d_", page)):
-        return "pages"  # the decks, and every page but a chapter's (id "NN_topic")
     if module in SITE_MODULES:
         return "site"
     if module in ONE_UNIT_PER_TEST:

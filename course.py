@@ -383,20 +383,17 @@ def cmd_test(args: list[str]) -> None:
 
 
 def full_tier_workers(cores: int | None = None) -> int:
-    """pytest-xdist workers for the full tier: two more than the cores up to 4 cores, one more
-    up to 8, as many beyond.
+    """pytest-xdist workers for the full tier: one more than the cores, up to 8 cores.
 
-    Much of the full tier waits (on the browser, JupyterLab, kernels starting, subprocesses,
-    pip, the website build's lock): on 2 cores with 3 workers the whole run used 1.3 cores on
-    average (benchmarks/test_timings.md), and a fourth worker fills part of the rest. The quick
-    tier computes all the time: one worker per core (``-n auto``).
+    Part of the full tier waits (on the browser, JupyterLab, kernels starting, subprocesses,
+    pip): on 2 cores a third worker took its pytest time from 1,157 s to 1,129 s
+    (benchmarks/test_timings.md). The quick tier computes all the time: one worker per core
+    (``-n auto``).
 
-    >>> full_tier_workers(2), full_tier_workers(4), full_tier_workers(8), full_tier_workers(16)
-    (4, 6, 9, 16)
+    >>> full_tier_workers(2), full_tier_workers(8), full_tier_workers(16)
+    (3, 9, 16)
     """
     cores = cores or os.cpu_count() or 1
-    if cores <= 4:
-        return cores + 2
     return cores + 1 if cores <= 8 else cores
 
 

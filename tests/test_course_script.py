@@ -208,7 +208,7 @@ def test_the_full_run_checks_the_notebooks_in_a_simulated_colab(tmp_path):
     assert out.returncode == 0, out.stderr
     last = out.stdout.strip().splitlines()[-1]
     assert last.endswith("--dist loadscope --nbval-colab --durations=40 -x"), last
-    assert f" pytest -n {course.full_tier_workers()} --dist" in last, last  # more than cores
+    assert f" pytest -n {course.full_tier_workers()} --dist" in last, last  # one more than cores
     own_n = _course("--dry-run", "test", "-n", "1", env=env).stdout.strip().splitlines()[-1]
     assert " pytest --dist loadscope " in own_n and own_n.endswith(" -n 1"), own_n
     mine = _course("--dry-run", "test", "--nbval-kernels=native", env=env)

@@ -32,14 +32,11 @@ def test_quick_leaves_out_notebooks_and_slow_or_browser_tests_and_the_full_run_k
         assert left_out not in quick and left_out in full
 
 
-def test_the_browser_tests_and_the_portability_re_run_are_split_into_units_the_workers_share():
+def test_the_browser_tests_and_the_portability_re_run_are_split_into_units_both_workers_share():
     work_unit = root_conftest().work_unit
 
-    assert work_unit("tests/test_book.py::test_page_in_browser[04_attention]") == "site"
-    assert work_unit("tests/test_book.py::test_the_course_as_one_pdf") == "site"
-    assert work_unit("tests/test_book.py::test_page_in_browser[index]") == "pages"
-    assert work_unit("tests/test_book.py::test_page_in_browser[quizzes-04_attention]") == "pages"
-    assert work_unit("tests/test_lab_slides.py::test_deck_in_browser[01_matmul]") == "pages"
+    assert work_unit("tests/test_book.py::test_page_in_browser[index]") == "site"
+    assert work_unit("tests/test_lab_slides.py::test_deck_in_browser[01_matmul]") == "site"
     assert work_unit("tests/test_lab_slides.py::test_rise_slideshow_in_jupyterlab") == "lab"
     assert work_unit("tests/test_lab.py::test_chapter_in_jupyterlab[01_matmul]") == "lab"
     one = "tests/test_portability.py::test_machine_sensitive_tests_pass_with_another_cpus_kernels"
