@@ -185,7 +185,8 @@ def pip(*args: str, check: bool = True) -> int:
 
 
 #: compiles the environment's packages to bytecode, one process a core (``compileall -j 0``);
-#: files already compiled are skipped, and one a package ships broken on purpose is only noted
+#: files already compiled are skipped, and errors are not shown (``-qq``: a package may ship a
+#: file that does not compile on purpose; pip passes over those silently too)
 COMPILE = (
     "import compileall, sys, sysconfig; "
     "dirs = sorted({sysconfig.get_path('purelib'), sysconfig.get_path('platlib')}); "

@@ -49,7 +49,7 @@ if "google.colab" in sys.modules or os.environ.get("COURSE_COLAB") == "1":
 # **Assumes**: Python and NumPy basics (arrays, slicing, `@`), and what a matrix is.
 # **Core path**: about 26 minutes (sections marked core); the optional sections add about 16
 # minutes, the exercises about 55.
-# The quiz that ends the lesson (optional) takes about 17 minutes more.
+# The optional quiz that ends the lesson takes about 17 minutes more.
 #
 # The chapter follows section 1.1 of the lecture notes {cite}`strabel2023transformers`,
 # equations (1)–(3), and then goes further.

@@ -54,7 +54,7 @@ if "google.colab" in sys.modules or os.environ.get("COURSE_COLAB") == "1":
 # **Assumes**: chapter 1, NumPy, and derivatives of $e^x$ and $\log x$.
 # **Core path**: about 37 minutes (sections marked core); the optional sections add about 22
 # minutes, the exercises about 65.
-# The quiz that ends the lesson (optional) takes about 21 minutes more.
+# The optional quiz that ends the lesson takes about 21 minutes more.
 #
 # The chapter follows section 1.2 of the lecture notes {cite}`strabel2023transformers`
 # (Definition 1.1, eq. 4) and the way the notes on attention use the softmax, then goes

@@ -56,7 +56,7 @@ if "google.colab" in sys.modules or os.environ.get("COURSE_COLAB") == "1":
 # **Assumes**: Python (lists, dictionaries, `collections.Counter`), logarithms. No earlier
 # chapter is needed; nothing later depends on it (a side track). **Core path**: about 60 minutes
 # (sections marked core); the optional sections add about 24 minutes, the exercises about 50.
-# The quiz that ends the lesson (optional) takes about 25 minutes more.
+# The optional quiz that ends the lesson takes about 25 minutes more.
 #
 # The chapter follows section 1.3 of the lecture notes {cite}`strabel2023transformers`,
 # definitions 1.2–1.7 and equations (5)–(12), then goes on to practice.

@@ -57,7 +57,7 @@ if "google.colab" in sys.modules or os.environ.get("COURSE_COLAB") == "1":
 # (`nn.Module`, `nn.Linear`).
 # **Core path**: about 59 minutes (sections marked core); the optional sections add about 37
 # minutes, the exercises about 70.
-# The quiz that ends the lesson (optional) takes about 18 minutes more.
+# The optional quiz that ends the lesson takes about 18 minutes more.
 #
 # The chapter follows section 2 of Strabel's notes {cite}`strabel2023transformers` (Definition
 # 2.1, eqs. 13–18), the step-by-step derivation of the lecture slides

@@ -57,7 +57,7 @@ if "google.colab" in sys.modules or os.environ.get("COURSE_COLAB") == "1":
 # PyTorch autograd.
 # **Core path**: about 54 minutes; every section is core (the optional sections add about 0
 # minutes), and the exercises at the end take about 40 more.
-# The quiz that ends the lesson (optional) takes about 22 minutes more.
+# The optional quiz that ends the lesson takes about 22 minutes more.
 #
 # The chapter follows section 2.4 and eq. (21) of Strabel's notes
 # {cite}`strabel2023transformers`, the block and LayerNorm equations of the lecture slides

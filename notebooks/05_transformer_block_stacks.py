@@ -51,7 +51,7 @@ if "google.colab" in sys.modules or os.environ.get("COURSE_COLAB") == "1":
 # chapter 4 (multi-head attention and masks).
 # **Core path**: about 54 minutes; every section is core (the optional sections add about 0
 # minutes), and the exercises at the end take about 55 more.
-# The quiz that ends the lesson (optional) takes about 19 minutes more.
+# The optional quiz that ends the lesson takes about 19 minutes more.
 #
 # The chapter follows eq. (21) and section 3 (Figure 3, the encoder–decoder) of Strabel's notes
 # {cite}`strabel2023transformers`, the GPT-3 size table of the lecture slides

@@ -55,7 +55,7 @@ if "google.colab" in sys.modules or os.environ.get("COURSE_COLAB") == "1":
 # **Core path**: about 59 minutes (sections marked core, two predictions included); the optional
 # sections add about 36 minutes (a find-the-bug exercise on Algorithm 1 among them), the
 # exercises at the end about 40.
-# The quiz that ends the lesson (optional) takes about 21 minutes more.
+# The optional quiz that ends the lesson takes about 21 minutes more.
 #
 # The chapter follows the lecture slides {cite}`marlin2022transformers`, Strabel's notes on the
 # original Transformer (section 3) and on relative position embeddings (section 12)

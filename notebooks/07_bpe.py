@@ -55,7 +55,7 @@ if "google.colab" in sys.modules or os.environ.get("COURSE_COLAB") == "1":
 # them); the optional sections add about 29 minutes (with deriving GPT-2's pattern), and the
 # exercises at the end about 35 (special tokens, a bug to find, a debugging problem and a
 # question; the stretch problem not counted).
-# The quiz that ends the lesson (optional) takes about 16 minutes more.
+# The optional quiz that ends the lesson takes about 16 minutes more.
 #
 # The chapter follows section 14 of Strabel's notes {cite}`strabel2023transformers` (Listing 1,
 # after Sennrich et al. {cite}`sennrich2016neural`) and section 1.5 of May's notes

@@ -55,7 +55,7 @@ if "google.colab" in sys.modules or os.environ.get("COURSE_COLAB") == "1":
 # **Core path**: about 53 minutes, every section of this part (its optional sections add about
 # 0 minutes; part 2 has them), and the exercises at the end about 60 (the two implementations
 # of the chapter's signature algorithms, 20 minutes each, take most of it).
-# The quiz that ends the lesson (optional) takes about 18 minutes more.
+# The optional quiz that ends the lesson takes about 18 minutes more.
 #
 # The chapter follows sections 4 to 6 of Strabel's notes {cite}`strabel2023transformers` (GPT
 # {cite}`radford2018improving`, GPT-2 {cite}`radford2019language`, GPT-3

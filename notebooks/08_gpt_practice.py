@@ -52,7 +52,7 @@ if "google.colab" in sys.modules or os.environ.get("COURSE_COLAB") == "1":
 # in-context learning); the optional sections add about 51 minutes (training fast, the
 # speed-run's ideas, and GPT-2 small on one GPU), and the exercises at the end about 25 (the
 # stretch problem not counted).
-# The quiz that ends the lesson (optional) takes about 17 minutes more.
+# The optional quiz that ends the lesson takes about 17 minutes more.
 #
 # It follows sections 4 to 6 of Strabel's notes {cite}`strabel2023transformers` (GPT
 # {cite}`radford2018improving`, GPT-2 {cite}`radford2019language`, GPT-3

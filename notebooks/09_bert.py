@@ -57,7 +57,7 @@ if "google.colab" in sys.modules or os.environ.get("COURSE_COLAB") == "1":
 # cross-entropy. **Core path**: about 55 minutes (9.1-9.4 and 9.8, the three exercises inside
 # 9.4 included); the optional sections add about 20 minutes, and the exercises at the end
 # about 50.
-# The quiz that ends the lesson (optional) takes about 15 minutes more.
+# The optional quiz that ends the lesson takes about 15 minutes more.
 #
 # The chapter follows section 8 of Strabel's notes {cite}`strabel2023transformers`, which names
 # BERT {cite}`devlin2019bert` as the first encoder-only model fine-tuned for many tasks, and the

@@ -57,7 +57,7 @@ if "google.colab" in sys.modules or os.environ.get("COURSE_COLAB") == "1":
 # **Assumes**: part 1 (sections 9.1-9.4), chapter 8's era task, and cross-entropy.
 # **Core path**: about 50 minutes (9.9, 9.11 and 9.15, the prediction in 9.9 included); the
 # optional sections add about 30 minutes, and the exercises at the end about 40.
-# The quiz that ends the lesson (optional) takes about 15 minutes more.
+# The optional quiz that ends the lesson takes about 15 minutes more.
 
 # %%
 import json

@@ -60,7 +60,7 @@ if "google.colab" in sys.modules or os.environ.get("COURSE_COLAB") == "1":
 # **Core path**: about 56 minutes (the prediction is inside section 10.4), plus about 10 for
 # its core exercise, a bug to find; the optional sections add about 68 minutes, and the other
 # exercises about 30 and a stretch problem.
-# The quiz that ends the lesson (optional) takes about 20 minutes more.
+# The optional quiz that ends the lesson takes about 20 minutes more.
 #
 # The chapter follows section 7 (InstructGPT) and section 10 (distilling step by step) of
 # Strabel's notes {cite}`strabel2023transformers`, and the papers they cite: Ouyang et al.,

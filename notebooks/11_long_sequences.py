@@ -58,7 +58,7 @@ if "google.colab" in sys.modules or os.environ.get("COURSE_COLAB") == "1":
 # **Core path**: about 45 minutes of sections, and about 65 with the exercise marked core (the
 # sliding window by blocks, about 20); the optional sections add about 44 minutes, the optional
 # exercises about 45.
-# The quiz that ends the lesson (optional) takes about 20 minutes more.
+# The optional quiz that ends the lesson takes about 20 minutes more.
 #
 # The chapter follows section 9 of Strabel's notes {cite}`strabel2023transformers` (Transformer-XL,
 # eq. 25; the Sparse Transformer, eqs. 26–28; Longformer; BigBird) and the "sub-quadratic

@@ -53,7 +53,7 @@ if "google.colab" in sys.modules or os.environ.get("COURSE_COLAB") == "1":
 # and what a gradient is.
 # **Core path**: about 59 minutes (the sections marked core); the optional sections add about
 # 27 minutes, the exercises about 45.
-# The quiz that ends the lesson (optional) takes about 22 minutes more.
+# The optional quiz that ends the lesson takes about 22 minutes more.
 #
 # The chapter follows section 15 of the lecture notes {cite}`strabel2023transformers` (the
 # binary32 layout and its worked example) and their bfloat16 figure (figure 13, in section 11),

@@ -52,7 +52,7 @@ if "google.colab" in sys.modules or os.environ.get("COURSE_COLAB") == "1":
 # probability (a normal distribution's quantiles).
 # **Core path**: about 56 minutes, two exercises included; every section is core (the optional
 # sections add about 0 minutes), and the exercises at the end take about 20 more.
-# The quiz that ends the lesson (optional) takes about 17 minutes more.
+# The optional quiz that ends the lesson takes about 17 minutes more.
 
 # %%
 import matplotlib.pyplot as plt

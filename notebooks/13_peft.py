@@ -56,7 +56,7 @@ if "google.colab" in sys.modules or os.environ.get("COURSE_COLAB") == "1":
 # GPT), chapter 12 (NF4 quantisation), matrix rank and the singular value decomposition.
 # **Core path**: about 40 minutes (sections marked core) and 7 for the two core exercises; the
 # optional sections add about 23 minutes, the other exercises about 57.
-# The quiz that ends the lesson (optional) takes about 20 minutes more.
+# The optional quiz that ends the lesson takes about 20 minutes more.
 #
 # This part follows section 11 of Strabel's notes {cite}`strabel2023transformers` (LoRA and
 # QLoRA), the LoRA paper {cite}`hu2021lora`, the QLoRA paper {cite}`dettmers2023qlora` and the

@@ -56,7 +56,7 @@ if "google.colab" in sys.modules or os.environ.get("COURSE_COLAB") == "1":
 # (chapter 8). **Core path**: about 58 minutes (sections marked core, the prediction of 13.14
 # included) and 4 for the core exercise; the optional sections add about 7 minutes, the other
 # exercises about 35.
-# The quiz that ends the lesson (optional) takes about 19 minutes more.
+# The optional quiz that ends the lesson takes about 19 minutes more.
 #
 # This part follows section 13 of Strabel's notes {cite}`strabel2023transformers` ("Prompt
 # design and tuning"), the two papers it lists, prompt tuning {cite}`lester2021power` and

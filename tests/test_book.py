@@ -420,28 +420,34 @@ def test_the_test_browser_reaches_no_other_host(browser, tmp_path: Path) -> None
 def test_the_audit_leaves_out_only_code_blocks_whose_colours_it_has_seen(
     browser, tmp_path: Path, axe_js: Path
 ) -> None:
-    """JS_MARK_REPEATED_CODE: a block that repeats the token classes of one before it, in the
-    same kind of box, is left out; a block with a class of its own, or in another box, is
-    audited, and its low-contrast token is reported."""
+    """JS_MARK_REPEATED_CODE: a block whose text repeats the colours, sizes and backgrounds of
+    one before it is left out; a block with a colour of its own, or on another background, is
+    audited, and its low-contrast token is reported; a second call (the other theme) starts
+    afresh."""
     code = '<div class="highlight"><pre>{}</pre></div>'
     k = '<span class="k">def</span> '
     (tmp_path / "page.html").write_text(
-        "<html lang='en'><head><title>t</title><style>.k{color:#000}.pale{color:#ddd}</style>"
+        "<html lang='en'><head><title>t</title><style>.k{color:#000}.pale{color:#ddd}"
+        ".admonition{background:#eef}</style>"
         "</head><body><main>"
         + code.format(k + "first")  # audited: the first
         + code.format(k + "again")  # left out: the same class in the same box
         + code.format(k + '<span class="pale">pale</span>')  # audited: a class of its own
-        + f'<div class="admonition">{code.format(k + "boxed")}</div>'  # another box
+        + f'<div class="admonition">{code.format(k + "boxed")}</div>'  # another background
         + "</main></body></html>",
         encoding="utf-8",
     )
     with serve(tmp_path) as base, Visit(browser, base + "page.html") as visit:
-        bad = failing(axe_violations(visit.page, axe_js, THEMED))
-        left = visit.page.evaluate(
+        marks = (
             "() => [...document.querySelectorAll('div.highlight')]"
             ".map(b => b.hasAttribute('data-course-a11y-same'))"
         )
-    assert left == [False, True, False, False]
+        bad = failing(axe_violations(visit.page, axe_js, THEMED))
+        left = visit.page.evaluate(marks)
+        visit.page.add_style_tag(content=".k{color:#123}")  # as a theme would change it
+        assert visit.page.evaluate(JS_MARK_REPEATED_CODE) == 1
+        again = visit.page.evaluate(marks)
+    assert left == again == [False, True, False, False]
     assert len(bad) == 1 and "pale" in bad[0], bad
 
 
@@ -616,6 +622,12 @@ def test_the_pdf_checks_reader_reads_streams_as_pypdf_does() -> None:
     assert ours[5] == ([b"x(y)zw"], "Tj")
     with pytest.raises(pdf_check._NotParsed, match="inline image"):
         pdf_check.operations(b"q BI /W 1 /H 1 ID \x00 EI Q")
+    for glued in (b"1 -2.Td", b"0g", b"[1 2 >> 0 d"):  # pypdf reads these; the fast one will not
+        with pytest.raises(pdf_check._NotParsed):
+            pdf_check.operations(glued)
+    glued = DecodedStreamObject()
+    glued.set_data(b"BT 1 -2.Td ET")
+    assert pdf_check._operations(glued, None)[1] == ([1, -2], b"Td")  # pypdf's reading
 
 
 # -- accessibility: axe-core on every page, in the light and the dark theme -------------------
@@ -702,21 +714,36 @@ def answer_quiz(pg) -> None:
 FULL_SHOTS = {"notebooks/02_softmax", "notebooks/04_attention", "book/quizzes/04_attention"}
 
 
-#: Marks each code block whose colours another block on the page already shows: every token
-#: class it draws, in the same kind of box (the cell input, an output, an admonition ...), is in
-#: a block audited before it. A token's contrast is its class's colour on its box's background,
-#: both from the theme's style sheet, so such a block can fail only where that block fails; the
-#: audit leaves it out (a chapter's 90 code blocks are some 6,000 spans: a third of its audit).
+#: Marks each code block whose colours another block on the page already shows: every text
+#: element in it has a colour, font size and weight, on an effective background (the nearest
+#: painted one above it), that an earlier block's text had. axe-core's contrast check of a text
+#: element reads exactly these (its colour against the background behind it; size and weight
+#: set the threshold), so a marked block fails only where an audited one fails; the audit
+#: leaves it out (a chapter's 90 code blocks are some 6,000 elements: a third of its audit).
+#: Marks from an earlier call are cleared first (the theme changes every colour).
 JS_MARK_REPEATED_CODE = """() => {
+  document.querySelectorAll('[data-course-a11y-same]')
+    .forEach(b => b.removeAttribute('data-course-a11y-same'));
+  const painted = new Map();
+  const background = el => {
+    if (!el) return 'none';
+    if (!painted.has(el)) {
+      const c = getComputedStyle(el).backgroundColor;
+      painted.set(el, c && c !== 'transparent' && !/^rgba\\(.*, 0\\)$/.test(c)
+        ? c : background(el.parentElement));
+    }
+    return painted.get(el);
+  };
   const seen = new Set();
   let left = 0;
   for (const block of document.querySelectorAll('div.highlight')) {
-    const box = block.parentElement.closest(
-      '.admonition, .cell_output, .cell_input, details, aside, table, .course-explorer');
-    const where = (box ? box.className : 'page') + ' | ' + block.parentElement.className
-      + ' | ' + block.className;
-    const keys = [where, ...[...block.querySelectorAll('[class]')].map(s => where + ' ' + s.className)];
-    if (keys.every(k => seen.has(k))) {
+    const keys = [...block.querySelectorAll('*')].filter(
+      e => [...e.childNodes].some(n => n.nodeType === 3 && n.textContent.trim())
+    ).map(e => {
+      const s = getComputedStyle(e);
+      return [s.color, s.fontSize, s.fontWeight, s.opacity, background(e)].join('|');
+    });
+    if (keys.length && keys.every(k => seen.has(k))) {
       block.setAttribute('data-course-a11y-same', '');
       left += 1;
     } else {
@@ -731,8 +758,9 @@ def axe_violations(pg, axe_js: Path, rules: tuple[str, ...] = tuple(FAILING)) ->
     """The page's violations of ``rules`` (those of FAILING unless told; axe-core runs only
     those: the full set of best practices would triple the time of an audit), code blocks that
     repeat another's colours left out (JS_MARK_REPEATED_CODE), and MathJax's output: it draws
-    its characters from style sheets, with no text node, so axe checks none of them (a chapter's
-    5,000 elements of math: a tenth of its audit)."""
+    the characters of its fonts from style sheets, with no text node, so axe checks none of them
+    (a chapter's 5,000 elements of math: a tenth of its audit); the few characters outside
+    those fonts (``mjx-utext``, a text node) take the prose's colour, which the audit checks."""
     if not pg.evaluate("() => !!window.axe"):
         pg.add_script_tag(path=str(axe_js))  # inlined by Playwright: no request
     pg.evaluate(JS_MARK_REPEATED_CODE)

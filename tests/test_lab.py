@@ -43,16 +43,18 @@ def chapters() -> list[str]:
     return [p.stem for p in sorted(NOTEBOOKS.glob("[0-9][0-9]_*.ipynb"))]
 
 
-#: The chapters whose widgets the test runs and moves in Lab: between them every kind of control
-#: the course's widgets have but chapter 13's selection slider (integer, float and log-scale
-#: sliders, a dropdown, a text area, a check box) and the quiz (QUIZ_LAB_CHAPTER), at 14 to 21 s
-#: each in the full run. Each chapter's widgets run the same JupyterLab code; what differs is
-#: course_lib's Python behind them, which the topics' tests call (tests/test_<topic>.py) and
-#: tests/test_explorers.py renders at every setting, while the website's browser test moves
-#: each chapter's explorer. The other chapters
-#: are rendered and checked without a kernel (MyST, no console error, no outside request): in
-#: the full run their code up to the last widget took 17 to 65 s each, beyond the 20-minute
-#: budget of ./course test. COURSE_LAB_ALL=1 runs every chapter's widgets.
+#: The chapters whose code the test runs in Lab, moving one control of each widget (a slider
+#: where it has one) and answering the quiz (QUIZ_LAB_CHAPTER), at 14 to 21 s each in the full
+#: run. Their widgets hold every kind of control the course's widgets have but chapter 13's
+#: selection slider (integer, float and log-scale sliders, dropdowns, a text area, a check box),
+#: so JupyterLab draws each kind from a live kernel; moving one control per widget shows that
+#: the kernel answers. Every chapter's widgets run on the same JupyterLab and ipywidgets code;
+#: what differs is course_lib's Python behind them, which the topics' tests call
+#: (tests/test_<topic>.py) and tests/test_explorers.py renders at every setting, while the
+#: website's browser test moves each chapter's explorer. The other chapters are rendered and
+#: checked without a kernel (MyST, no console error, no outside request): their code up to the
+#: last widget took 17 to 65 s a chapter in the full run, together beyond the 20-minute budget
+#: of ./course test. COURSE_LAB_ALL=1 runs every chapter's widgets.
 WIDGETS_RUN = frozenset(
     {"01_matmul", "02_softmax", "03_text_metrics", "05_transformer_block_stacks"}
 )  # fmt: skip

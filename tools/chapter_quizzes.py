@@ -15,8 +15,8 @@ chapter in course.pdf), the quiz is one line saying that it closes the book with
 It fails, naming the chapter, if a page is missing, if no cell or more than one cell shows
 the chapter's quiz, if that cell has no widget output (the notebook was not executed with
 its widget state), if a widget view or the widget state is not the JSON it should be, or if
-a page has a start marker without its end marker. Running it again replaces the quizzes it wrote before (between
-``<!-- course-quiz:NN_topic -->`` markers).
+a page has a start marker without its end marker. Running it again replaces the quizzes it
+wrote before (between ``<!-- course-quiz:NN_topic -->`` markers).
 """
 
 from __future__ import annotations

@@ -222,6 +222,16 @@ _TOKEN = re.compile(
     re.X,
 )
 _ESCAPES = {ord("n"): 10, ord("r"): 13, ord("t"): 9, ord("b"): 8, ord("f"): 12}
+#: The content-stream operators of PDF 2.0 (ISO 32000-2, annex A): a word that is none of these
+#: (a number glued to an operator, "1 -2.Td") is left to pypdf.
+_OPERATORS = frozenset(
+    "b B b* B* BDC BI BMC BT BX c cm CS cs d d0 d1 Do DP EI EMC ET EX f F f* G g gs h i ID j J "
+    "K k l m M MP n q Q re RG rg ri s S SC sc SCN scn sh T* Tc Td TD Tf Tj TJ TL Tm Tr Ts Tw Tz "
+    "v w W W* y ' \"".split()
+)
+
+
+_MATCHING = {b"]": b"[", b">>": b"<<"}
 
 
 class _NotParsed(ValueError):
@@ -276,6 +286,7 @@ def operations(data: bytes) -> list[tuple[list, str]]:
     ops: list[tuple[list, str]] = []
     operands: list = []
     nested: list[list] = []
+    opened: list[bytes] = []  # "[" or "<<", one per open array or dictionary
     pos, n = 0, len(data)
     while pos < n:
         m = _TOKEN.match(data, pos)
@@ -297,9 +308,10 @@ def operations(data: bytes) -> list[tuple[list, str]]:
             value, pos = _literal(data, pos)
         elif kind == "open":
             nested.append([])
+            opened.append(m.group(kind))
             continue
         elif kind == "close":
-            if not nested:
+            if not nested or opened.pop() != _MATCHING[m.group(kind)]:
                 raise _NotParsed(f"{m.group(kind)!r} without its start at byte {pos}")
             value = nested.pop()
         elif kind == "comment":
@@ -312,6 +324,8 @@ def operations(data: bytes) -> list[tuple[list, str]]:
                 raise _NotParsed(f"operator {word!r} inside an array or dictionary")
             elif word == "BI":
                 raise _NotParsed("an inline image")
+            elif word not in _OPERATORS:
+                raise _NotParsed(f"{word!r} is no operator (at byte {pos})")
             else:
                 ops.append((operands, word))
                 operands = []
@@ -514,7 +528,7 @@ def _page_text(run_text: list[tuple]) -> str:
             y0, size0, right0 = last
             if abs(y - y0) > 0.5 * max(size, size0, 1.0):
                 parts.append("\n")
-            elif left - right0 > 0.2 * max(size, 1.0) and parts[-1][-1:] not in ("", " "):
+            elif left - right0 > 0.2 * max(size, 1.0) and " " not in (char, parts[-1][-1:]):
                 parts.append(" ")
         parts.append(char)
         last = (y, size, right)

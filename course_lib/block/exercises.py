@@ -176,8 +176,8 @@ def layer_norm_backward(fn: Callable, *, require: bool = False) -> Outcome:
             if x.ndim > 1 and _close(arr, _ln_grad_formula(x, g, dy, eps, 0)):
                 if x.shape[0] == 1:
                     return (
-                        "your gradient is all zeros for a single token: is it still the "
-                        "placeholder? If you computed it, your means may run over axis 0 "
+                        "your gradient is all zeros for a single token: is it a stub that "
+                        "returns zeros? If you computed it, your means may run over axis 0 "
                         "(across tokens), where a lone token is its own mean; LayerNorm "
                         "normalises each token over its features, the last axis (axis=-1, "
                         "keepdims=True)"
