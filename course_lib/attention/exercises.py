@@ -139,7 +139,7 @@ def cross_attention(fn: Callable, *, require: bool = False) -> Outcome:
         for hint, kwargs in wrong.items():
             other = _cross(*args, **kwargs)
             if np.all(np.isfinite(other)) and np.allclose(arr, other):
-                return f"{problem} ({hint})"
+                return f"{hint} ({problem})"
         return problem
 
     return check_cases(
@@ -235,7 +235,7 @@ def causal_attention(fn: Callable, *, require: bool = False) -> Outcome:
             with np.errstate(all="ignore"):
                 other = _causal(*args, **kwargs)
             if np.all(np.isfinite(other)) and np.allclose(arr, other):
-                return f"{problem} ({hint})"
+                return f"{hint} ({problem})"
         return problem
 
     return check_cases(
@@ -348,19 +348,19 @@ def torch_head_weights(fn: Callable, *, require: bool = False) -> Outcome:
                     )
                 if np.allclose(arr, part.reshape(h, d, d // h)):
                     return (
-                        f"{name}: {problem} (the weight is stored transposed, (out, in) as in "
-                        "nn.Linear: transpose it before cutting it into heads)"
+                        f"{name}: the weight is stored transposed, (out, in) as in nn.Linear: "
+                        f"transpose it before cutting it into heads ({problem})"
                     )
                 if np.allclose(arr, part.T.reshape(h, d, d // h)):
                     return (
-                        f"{name}: {problem} (a reshape of the transposed weight cuts it into "
-                        "blocks of rows, i.e. of input features; head i is a block of d_k "
-                        "consecutive columns)"
+                        f"{name}: a reshape of the transposed weight cuts it into blocks of "
+                        "rows, i.e. of input features; head i is a block of d_k consecutive "
+                        f"columns ({problem})"
                     )
                 if np.allclose(arr, part.T.reshape(d, d // h, h).transpose(2, 0, 1)):
                     return (
-                        f"{name}: {problem} (head i must get d_k consecutive columns, not every "
-                        "h-th one)"
+                        f"{name}: head i must get d_k consecutive columns, not every h-th one "
+                        f"({problem})"
                     )
             return f"{name}: {problem}"
         return None

@@ -30,7 +30,7 @@ def _with_hints(hints: Callable[[tuple[Any, ...]], list[tuple[Any, str]]]) -> Ca
         if problem is None:
             return None
         hint = first_mistake(got, hints(args), rtol=1e-5, atol=1e-6)
-        return f"{problem} ({hint})" if hint else problem
+        return f"{hint} ({problem})" if hint else problem
 
     return compare
 
@@ -182,7 +182,7 @@ def masked_gae(fn: Callable, *, require: bool = False) -> Outcome:
              "the running sum is multiplied by gamma only: GAE discounts by gamma * lam"),
         ]  # fmt: skip
         hint = first_mistake(got, mistakes, rtol=1e-5, atol=1e-6)
-        return f"{problem} ({hint})" if hint else problem
+        return f"{hint} ({problem})" if hint else problem
 
     return check_cases(
         "GAE over answers of different lengths", fn, cases, compare=compare, require=require
