@@ -431,8 +431,8 @@ def test_the_audit_leaves_out_only_code_blocks_whose_colours_it_has_seen(
         ".admonition{background:#eef}</style>"
         "</head><body><main>"
         + code.format(k + "first")  # audited: the first
-        + code.format(k + "again")  # left out: the same class in the same box
-        + code.format(k + '<span class="pale">pale</span>')  # audited: a class of its own
+        + code.format(k + "again")  # left out: the same colours on the same background
+        + code.format(k + '<span class="pale">pale</span>')  # audited: a colour of its own
         + f'<div class="admonition">{code.format(k + "boxed")}</div>'  # another background
         + "</main></body></html>",
         encoding="utf-8",
@@ -591,7 +591,8 @@ def test_the_pdf_checks_reader_reads_streams_as_pypdf_does() -> None:
     """tools/pdf_check.operations, the fast reader of content streams, gives pypdf's
     operations: literal strings with escapes, nested and continued; hex strings with spaces;
     arrays; a marked-content dictionary; names with # escapes; comments; and where it cannot
-    read a stream (an inline image) it says so, for pypdf to read it."""
+    read a stream (an inline image, a number glued to an operator, a bracket closed by the
+    other kind) it says so, and pypdf reads it."""
     from pypdf.generic import ContentStream, DecodedStreamObject
 
     from tools import pdf_check
@@ -715,8 +716,8 @@ FULL_SHOTS = {"notebooks/02_softmax", "notebooks/04_attention", "book/quizzes/04
 
 
 #: Marks each code block whose colours another block on the page already shows: every text
-#: element in it has a colour, font size and weight, on an effective background (the nearest
-#: painted one above it), that an earlier block's text had. axe-core's contrast check of a text
+#: element in it has a colour, font size, weight and opacity, on an effective background (the
+#: nearest painted one above it), that an earlier block's text had. axe-core's contrast check of a text
 #: element reads exactly these (its colour against the background behind it; size and weight
 #: set the threshold), so a marked block fails only where an audited one fails; the audit
 #: leaves it out (a chapter's 90 code blocks are some 6,000 elements: a third of its audit).

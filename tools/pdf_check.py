@@ -2,7 +2,8 @@
 
     python -m tools.pdf_check book/_build/html/course.pdf
 
-A small interpreter of the pages' content streams (pypdf parses them): it follows the graphics
+A small interpreter of the pages' content streams (read by :func:`operations`, or by pypdf
+where that cannot read one): it follows the graphics
 state (``q``/``Q``, ``cm``, clipping paths), the text state (``Tf``, ``Tm``, ``Td``, ``Tc``,
 ``Tz`` ...) and every text-showing operator, and places each glyph with its advance width from
 the font (``/W`` of a CID font, ``/Widths`` of a simple or Type 3 font). A glyph whose centre lies
@@ -11,7 +12,8 @@ counts as its bounding box) is clipped: a printed code line cut at the right edg
 instance. A glyph drawn with glyph id 0 (``.notdef``, the empty box a browser prints where no
 font has the character) is missing; its character is read from the font's ``/ToUnicode`` map.
 
-Used by ``tools/pdf.py`` after printing and by ``tests/test_book.py`` on the course's PDF.
+Used by ``tests/test_book.py`` on the course's PDF, whose text it also gives
+(``Problems.texts``), and from the command line above.
 """
 
 from __future__ import annotations
@@ -282,7 +284,8 @@ def operations(data: bytes) -> list[tuple[list, str]]:
     gives them, but read with one regular expression (pypdf reads byte by byte: two thirds of
     the check's time). Numbers are floats, names and operators str, strings bytes, arrays
     lists, dictionaries lists of their keys and values. Raises :class:`_NotParsed` where a
-    stream has what it does not read (an inline image)."""
+    stream has what it does not read: an inline image, a word that is no operator (a number
+    glued to one), a bracket closed by the other kind, a string or an array left open."""
     ops: list[tuple[list, str]] = []
     operands: list = []
     nested: list[list] = []
